@@ -1,0 +1,125 @@
+"""The read side: the query forms of SPEC §6 run through the SQL macros, as Polars frames.
+
+Each function takes a DuckDB connection on which :mod:`tempomem.connection` has bound a store.
+The temporal logic is in ``macros.sql``; here we only add the caller's key filters, which are
+fixed SQL fragments with bound parameters, never caller text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+#: Optional key filters: the SQL fragment used when the caller gives the value.
+_KEY_FILTERS = {
+    "scope": "scope = $scope",
+    "subject": "subject = $subject",
+    "predicate": "predicate = $predicate",
+}
+_KEY_ORDER = "ORDER BY scope, subject, predicate, valid_from NULLS FIRST, fact_id"
+
+
+def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run ``query`` with bound ``params`` and return the whole answer as a Polars frame."""
+    table = con.sql(query, params=params or {}).to_arrow_table()
+    return pl.from_arrow(table)  # type: ignore[return-value]
+
+
+def _filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
+              keys: dict[str, str | None], order: str = _KEY_ORDER) -> pl.DataFrame:
+    given = {k: v for k, v in keys.items() if v is not None}
+    where = " AND ".join(_KEY_FILTERS[k] for k in given) or "true"
+    return frame(con, f"SELECT * FROM {source} WHERE {where} {order}", {**params, **given})
+
+
+def as_of(con: duckdb.DuckDBPyConnection, valid_at: datetime, **keys: str | None) -> pl.DataFrame:
+    """Facts true at ``valid_at`` as best we know now (macro ``as_of``)."""
+    return _filtered(con, "as_of($valid_at)", {"valid_at": valid_at}, keys)
+
+
+def as_believed(con: duckdb.DuckDBPyConnection, valid_at: datetime, believed_at: datetime,
+                **keys: str | None) -> pl.DataFrame:
+    """Revisions believed at ``believed_at`` about ``valid_at`` (macro ``as_believed``)."""
+    return _filtered(con, "as_believed($valid_at, $believed_at)",
+                     {"valid_at": valid_at, "believed_at": believed_at}, keys)
+
+
+def history(con: duckdb.DuckDBPyConnection, subject: str, predicate: str | None,
+            scope: str | None, revisions: bool) -> pl.DataFrame:
+    """Every fact (or every revision) of a key in belief order, retracted ones included."""
+    if revisions:
+        source = "timeline($subject)"
+        keys = {"predicate": predicate, "scope": scope}
+        order = "ORDER BY recorded_at, fact_id, revision"
+    else:
+        source = "history($subject, predicate := $predicate)"
+        keys = {"scope": scope}
+        order = "ORDER BY recorded_at, fact_id"
+    params = {"subject": subject}
+    if not revisions:
+        params["predicate"] = predicate
+    return _filtered(con, source, params, keys, order)
+
+
+def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) -> pl.DataFrame:
+    """Every revision of every fact of a subject, in belief order (macro ``timeline``)."""
+    return _filtered(con, "timeline($subject)", {"subject": subject}, {"scope": scope},
+                     "ORDER BY recorded_at, fact_id, revision")
+
+
+def latest_states(con: duckdb.DuckDBPyConnection, *, subjects: list[str] | None = None,
+                  fact_id: str | None = None) -> list[dict[str, Any]]:
+    """Latest revision of each fact of the given subjects (or one fact), for the write path.
+
+    Each row keeps the latest revision's own ``recorded_at`` and adds ``first_recorded_at``.
+    """
+    where = "fact_id = $fact_id" if fact_id is not None else "subject IN (SELECT unnest($subjects))"
+    params = {"fact_id": fact_id} if fact_id is not None else {"subjects": subjects or []}
+    rows = con.sql(
+        f"""SELECT * EXCLUDE (believed_until),
+                   min(recorded_at) OVER (PARTITION BY scope, subject, predicate, fact_id) AS first_recorded_at
+            FROM revisions WHERE {where}
+            QUALIFY believed_until IS NULL""",
+        params=params,
+    ).to_arrow_table().to_pylist()
+    for row in rows:
+        row["_stored_revision"] = row.pop("revision")
+        row["_stored_recorded_at"] = row["recorded_at"]
+        row["artifacts"] = list(row["artifacts"] or [])
+    return rows
+
+
+def last_api_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The latest belief time written by the write path (backfilled times do not count)."""
+    return con.sql("SELECT max(recorded_at) FROM _tm_events WHERE origin = 'api'").fetchall()[0][0]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What :meth:`Memory.check` found: ``ok`` is true when ``problems`` is empty."""
+
+    ok: bool
+    problems: pl.DataFrame
+
+    def __repr__(self) -> str:
+        if self.ok:
+            return "CheckReport(ok: no problems)"
+        return f"CheckReport({self.problems.height} problems)\n{self.problems}"
+
+
+def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
+             stray_files: list[str]) -> CheckReport:
+    """Invariant violations (macro ``tm_problems``) plus data files the log never referenced."""
+    found = frame(con, "SELECT * FROM tm_problems(CAST($multi AS VARCHAR[])) ORDER BY kind, fact_id",
+                  {"multi": multi_predicates})
+    strays = pl.DataFrame(
+        {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
+         "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},
+        schema={"kind": pl.String, "fact_id": pl.String, "detail": pl.String},
+    )
+    table = pl.concat([found.cast(pl.String), strays])
+    return CheckReport(ok=table.is_empty(), problems=table)

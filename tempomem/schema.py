@@ -1,0 +1,106 @@
+"""The shape of stored facts: the Arrow schema of a revision row and the ``tm.Fact`` record.
+
+A store holds one Parquet row per *revision* of a fact (SPEC §4). The ``revisions`` view adds
+``believed_until``; the ``facts`` view keeps each fact's latest revision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+_TS = pa.timestamp("us", tz="UTC")
+
+#: Columns of the ``facts`` view, in order (SPEC §4).
+FACT_FIELDS: list[pa.Field] = [
+    pa.field("fact_id", pa.string()),
+    pa.field("scope", pa.string()),
+    pa.field("subject", pa.string()),
+    pa.field("predicate", pa.string()),
+    pa.field("object", pa.string()),
+    pa.field("text", pa.string()),
+    pa.field("valid_from", _TS),
+    pa.field("valid_to", _TS),
+    pa.field("valid_from_inferred", pa.bool_()),
+    pa.field("recorded_at", _TS),
+    pa.field("retracted_at", _TS),
+    pa.field("superseded_at", _TS),
+    pa.field("superseded_by", pa.string()),
+    pa.field("status", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("source", pa.string()),
+    pa.field("confidence", pa.float64()),
+    pa.field("origin", pa.string()),
+    pa.field("ingested_at", _TS),
+    pa.field("artifacts", pa.list_(pa.string())),
+    pa.field("attributes", pa.string()),
+    pa.field("embedding", pa.list_(pa.float32())),
+    pa.field("link_type", pa.string()),
+    pa.field("weight", pa.float64()),
+]
+FACT_COLUMNS: list[str] = [f.name for f in FACT_FIELDS]
+
+#: A stored row: the fact columns plus the revision number.
+EVENT_SCHEMA = pa.schema([*FACT_FIELDS, pa.field("revision", pa.int32())])
+EVENT_COLUMNS: list[str] = EVENT_SCHEMA.names
+
+#: Columns that may be written to Delta file statistics. Subject, object, text and
+#: attribute values never are, so that erasure can remove them from the log (SPEC §3).
+STATS_COLUMNS = ("revision", "valid_from", "valid_to", "recorded_at", "retracted_at", "ingested_at")
+
+STATUSES = ("live", "ended", "superseded", "retracted", "erased")
+LINK_TYPES = ("entity", "semantic", "temporal", "causal")
+ARITIES = ("single", "multi")
+POLICIES = ("last_write_wins", "reject")
+
+#: Sort order of stored rows: a subject's revisions sit together, so point queries prune.
+SORT_KEYS = [("scope", "ascending"), ("subject", "ascending"), ("predicate", "ascending"),
+             ("fact_id", "ascending"), ("revision", "ascending")]
+
+
+def _utc(value: Any) -> Any:
+    return value.astimezone(timezone.utc) if isinstance(value, datetime) else value
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One fact as stored: the ``facts`` columns as attributes, times as aware UTC datetimes."""
+
+    fact_id: str
+    scope: str
+    subject: str
+    predicate: str
+    object: str | None
+    text: str | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    valid_from_inferred: bool
+    recorded_at: datetime
+    retracted_at: datetime | None
+    superseded_at: datetime | None
+    superseded_by: str | None
+    status: str
+    reason: str | None
+    source: str | None
+    confidence: float | None
+    origin: str
+    ingested_at: datetime
+    artifacts: tuple[str, ...]
+    attributes: str | None
+    embedding: tuple[float, ...] | None
+    link_type: str
+    weight: float
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Fact:
+        """Build a Fact from a mapping with at least the ``facts`` columns."""
+        values = {f.name: _utc(row.get(f.name)) for f in fields(cls)}
+        values["artifacts"] = tuple(values["artifacts"] or ())
+        if values["embedding"] is not None:
+            values["embedding"] = tuple(values["embedding"])
+        return cls(**values)

@@ -1,0 +1,271 @@
+"""The store directory: a Delta Lake table of revision rows, its settings and its writer lock.
+
+Layout of a store folder::
+
+    _delta_log/          the Delta transaction log (one JSON file per commit)
+    part-*.parquet       revision rows, one file per commit until compacted
+    _tempomem/           settings.json, clock.json and the writer lock
+
+Every call into ``deltalake`` goes through :func:`_run`. deltalake's Rust runtime cannot be
+used in a process forked from one that already used it (it panics), so in such a child the
+call is carried out by a worker process started with ``spawn``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from .errors import TempomemError
+from .schema import EVENT_SCHEMA, STATS_COLUMNS
+
+T = TypeVar("T")
+
+_META_DIR = "_tempomem"
+_LOG_DIR = "_delta_log"
+_ROW_GROUP_ROWS = 64 * 1024
+#: Compact once this many files under _SMALL_FILE_BYTES have piled up.
+_SMALL_FILES_BEFORE_COMPACTION = 32
+_SMALL_FILE_BYTES = 16 * 1024 * 1024
+#: Files a compaction replaced are deleted once older than this; readers that listed them
+#: just before the compaction can still finish.
+_VACUUM_RETENTION_HOURS = 1
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of the table: its number and the absolute paths of its data files."""
+
+    version: int
+    files: tuple[str, ...]
+
+
+# -- deltalake calls, fork-safe -------------------------------------------------------------
+
+_runtime_pid: int | None = None
+_worker_pool: ProcessPoolExecutor | None = None
+_worker_pid: int | None = None
+_tables: dict[str, Any] = {}
+
+
+def _run(op: Callable[..., T], *args: Any) -> T:
+    """Run a deltalake operation here, or in a spawned worker when this is a forked child."""
+    global _runtime_pid, _worker_pool, _worker_pid
+    pid = os.getpid()
+    if _runtime_pid is None or _runtime_pid == pid:
+        _runtime_pid = pid
+        return op(*args)
+    if _worker_pool is None or _worker_pid != pid:
+        _worker_pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        _worker_pid = pid
+    return _worker_pool.submit(op, *args).result()
+
+
+def _table(path: str) -> Any:
+    from deltalake import DeltaTable
+
+    dt = _tables.get(path)
+    if dt is None:
+        dt = _tables[path] = DeltaTable(path)
+    return dt
+
+
+def _writer_properties() -> Any:
+    from deltalake import WriterProperties
+
+    return WriterProperties(max_row_group_size=_ROW_GROUP_ROWS, compression="ZSTD")
+
+
+def _op_create(path: str) -> None:
+    from deltalake import DeltaTable
+
+    DeltaTable.create(
+        path,
+        schema=EVENT_SCHEMA,
+        name="tempomem",
+        configuration={"delta.dataSkippingStatsColumns": ",".join(STATS_COLUMNS)},
+    )
+
+
+def _op_snapshot(path: str, known_version: int) -> Snapshot:
+    dt = _table(path)
+    if dt.version() != known_version or known_version < 0:
+        dt.update_incremental()
+    return Snapshot(dt.version(), tuple(dt.file_uris()))
+
+
+def _op_append(path: str, table: pa.Table) -> int:
+    from deltalake import write_deltalake
+
+    dt = _table(path)
+    dt.update_incremental()
+    write_deltalake(dt, table, mode="append", writer_properties=_writer_properties())
+    return dt.version()
+
+
+def _op_compact(path: str) -> int:
+    dt = _table(path)
+    dt.update_incremental()
+    dt.optimize.compact(writer_properties=_writer_properties())
+    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False)
+    return dt.version()
+
+
+def _op_overwrite(path: str, table: pa.Table) -> int:
+    """Replace the whole table (erasure): old files leave the table and are then deleted."""
+    from deltalake import write_deltalake
+
+    dt = _table(path)
+    dt.update_incremental()
+    write_deltalake(dt, table, mode="overwrite", writer_properties=_writer_properties())
+    dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    dt.cleanup_metadata()
+    return dt.version()
+
+
+# -- the store directory ----------------------------------------------------------------------
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+class Storage:
+    """A store folder: its Delta table, settings and writer lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).resolve()
+        self._uri = str(self.path)
+        self._snapshot = Snapshot(-1, ())
+        self._lock_depth = 0
+        with _thread_locks_guard:
+            self._thread_lock = _thread_locks.setdefault(self._uri, threading.RLock())
+
+    # creation and discovery
+    @staticmethod
+    def exists(path: str | os.PathLike[str]) -> bool:
+        return (Path(path) / _LOG_DIR).is_dir()
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], settings: dict[str, Any]) -> Storage:
+        folder = Path(path)
+        if folder.exists() and any(folder.iterdir()):
+            raise TempomemError(f"path: {folder} exists and is not empty; pick a new folder for a new store")
+        (folder / _META_DIR).mkdir(parents=True, exist_ok=True)
+        store = cls(folder)
+        store.write_settings(settings)
+        _run(_op_create, store._uri)
+        return store
+
+    # settings
+    def read_settings(self) -> dict[str, Any]:
+        return json.loads((self.path / _META_DIR / "settings.json").read_text())
+
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        self._write_json("settings.json", settings)
+
+    def _write_json(self, name: str, value: dict[str, Any]) -> None:
+        target = self.path / _META_DIR / name
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(value, indent=2, sort_keys=True))
+        os.replace(tmp, target)
+
+    def read_clock(self) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.path / _META_DIR / "clock.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def write_clock(self, version: int, last_recorded_us: int | None) -> None:
+        self._write_json("clock.json", {"version": version, "last_recorded_us": last_recorded_us})
+
+    # the table
+    def latest_version(self) -> int:
+        """The newest committed version, read from the log folder without deltalake."""
+        newest = -1
+        for name in os.listdir(self.path / _LOG_DIR):
+            if name.endswith(".json") and name[:20].isdigit():
+                newest = max(newest, int(name[:20]))
+        return newest
+
+    def snapshot(self) -> Snapshot:
+        """The current version and its data files (cached while the log has not moved)."""
+        if self.latest_version() != self._snapshot.version:
+            self._snapshot = _run(_op_snapshot, self._uri, self._snapshot.version)
+        return self._snapshot
+
+    def append(self, table: pa.Table) -> int:
+        """Commit ``table`` as one atomic Delta commit; returns the new version."""
+        version = _run(_op_append, self._uri, table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA))
+        self.compact_if_needed()
+        return version
+
+    def overwrite(self, table: pa.Table) -> int:
+        """Replace every row in one commit and delete the replaced files from disk."""
+        return _run(_op_overwrite, self._uri, table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA))
+
+    def compact_if_needed(self) -> bool:
+        """Merge small files once enough have piled up; answers never change."""
+        snap = self.snapshot()
+        small = sum(1 for f in snap.files if os.path.getsize(f) < _SMALL_FILE_BYTES)
+        if small < _SMALL_FILES_BEFORE_COMPACTION:
+            return False
+        _run(_op_compact, self._uri)
+        return True
+
+    def referenced_files(self) -> set[str]:
+        """Every data file any retained log entry or checkpoint has ever added."""
+        log = self.path / _LOG_DIR
+        seen: set[str] = set()
+        for entry in sorted(log.iterdir()):
+            if entry.name.endswith(".json") and entry.name[:20].isdigit():
+                for line in entry.read_text().splitlines():
+                    action = json.loads(line) if line.strip() else {}
+                    for kind in ("add", "remove"):
+                        if kind in action:
+                            seen.add(action[kind]["path"])
+            elif ".checkpoint" in entry.name and entry.name.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                cp = pq.read_table(entry, columns=["add", "remove"]).to_pylist()
+                for row in cp:
+                    for kind in ("add", "remove"):
+                        if row.get(kind):
+                            seen.add(row[kind]["path"])
+        return {str((self.path / p).resolve()) for p in seen}
+
+    def data_files_on_disk(self) -> list[str]:
+        """Parquet files in the folder outside the log and settings folders."""
+        out = []
+        for root, dirs, files in os.walk(self.path):
+            dirs[:] = [d for d in dirs if d not in (_LOG_DIR, _META_DIR)]
+            out.extend(str(Path(root, f).resolve()) for f in files if f.endswith(".parquet"))
+        return sorted(out)
+
+    # the writer lock
+    @contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Serialize writers: threads of this process, then processes on this machine."""
+        with self._thread_lock:
+            if self._lock_depth:  # re-entered by the thread that holds it: flock would deadlock
+                yield
+                return
+            lock_path = self.path / _META_DIR / "write.lock"
+            with open(lock_path, "a+") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,0 +1,303 @@
+"""``tm.open`` and :class:`Memory`: one store, its clock, its write commits and its queries."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from . import queries
+from .connection import bind_files, new_connection
+from .errors import FactNotFoundError, TempomemError
+from .schema import ARITIES, EVENT_SCHEMA, POLICIES, SCHEMA_VERSION, SORT_KEYS, Fact
+from .storage import Snapshot, Storage
+from .times import MICROSECOND, UTC, TimeLike, system_clock, to_utc
+from .writepath import Batch, clean_reason, new_assertion
+
+Clock = Callable[[], datetime]
+
+
+def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[str, str] | None = None,
+         policy: str | None = None, clock: Clock | None = None, embedder: Any = None) -> Memory:
+    """Open the store at ``path`` (a folder); ``create=True`` makes it when it does not exist.
+
+    ``predicates`` declares arities (``{"works_on": "multi"}``); ``policy`` changes the store's
+    default policy for single-valued predicates (``None`` keeps what is stored). ``clock`` is a
+    zero-argument callable returning an aware datetime, for tests.
+
+    >>> mem = tm.open("memory.tm", create=True)                       # doctest: +SKIP
+    >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")  # doctest: +SKIP
+    """
+    if policy is not None and policy not in POLICIES:
+        raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if not Storage.exists(path):
+        if not create:
+            raise TempomemError(f"path: no tempomem store at {path}; pass create=True to make one")
+        Storage.create(path, {
+            "schema_version": SCHEMA_VERSION,
+            "policy": policy or "last_write_wins",
+            "predicates": {},
+            "salt": secrets.token_hex(16),
+        })
+    mem = Memory(Storage(path), clock=clock, embedder=embedder)
+    stored = mem._storage.read_settings()
+    if stored.get("schema_version") != SCHEMA_VERSION:
+        raise TempomemError(f"path: store schema version {stored.get('schema_version')} is not {SCHEMA_VERSION}")
+    if policy is not None and policy != stored["policy"]:
+        with mem._storage.writer_lock():
+            settings = mem._storage.read_settings()
+            settings["policy"] = policy
+            mem._storage.write_settings(settings)
+    for predicate, arity in (predicates or {}).items():
+        mem.declare(predicate, arity)
+    return mem
+
+
+class Memory:
+    """A bitemporal fact store. Make one with :func:`tempomem.open`."""
+
+    def __init__(self, storage: Storage, *, clock: Clock | None = None, embedder: Any = None) -> None:
+        self._storage = storage
+        self._clock: Clock = clock or system_clock
+        self.embedder = embedder
+        self._lock = threading.RLock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._con_pid: int | None = None
+        self._bound_version = -2
+
+    def __repr__(self) -> str:
+        return f"<tempomem.Memory at {self.path}>"
+
+    @property
+    def path(self) -> Path:
+        """The store folder."""
+        return self._storage.path
+
+    # -- settings ---------------------------------------------------------------------------
+    def declare(self, predicate: str, arity: str = "single", policy: str | None = None) -> None:
+        """Declare a predicate's arity (``single``/``multi``) and, for single, its policy.
+
+        >>> mem.declare("works_on", "multi")  # doctest: +SKIP
+        """
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise TempomemError("predicate: must be a non-empty string")
+        if arity not in ARITIES:
+            raise TempomemError(f"arity: must be one of {', '.join(ARITIES)}, got {arity!r}")
+        if policy is not None and policy not in POLICIES:
+            raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        with self._storage.writer_lock():
+            settings = self._storage.read_settings()
+            settings["predicates"][predicate] = {"arity": arity, "policy": policy}
+            self._storage.write_settings(settings)
+
+    def _rules(self, settings: dict[str, Any]) -> dict[str, tuple[str, str]]:
+        return {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}
+
+    # -- connection ---------------------------------------------------------------------------
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        """This process's connection, bound to the newest committed version."""
+        if self._con is None or self._con_pid != os.getpid():
+            self._con, self._con_pid, self._bound_version = new_connection(), os.getpid(), -2
+        snap = self._storage.snapshot()
+        if snap.version != self._bound_version:
+            bind_files(self._con, snap.files, first=self._bound_version == -2)
+            self._bound_version = snap.version
+        return self._con
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A new DuckDB connection with the views ``facts`` and ``revisions`` and the macros.
+
+        The connection sees the store as it is now; call ``connect()`` again to see later
+        commits.
+
+        >>> mem.connect().sql("SELECT object FROM as_of('2025-01-01')").fetchall()  # doctest: +SKIP
+        """
+        con = new_connection()
+        bind_files(con, self._storage.snapshot().files, first=True)
+        return con
+
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+        """Run SQL against the store (views and macros of :meth:`connect`); values go in ``params``."""
+        con = self.connect()
+        try:
+            return con.sql(query, params=params)
+        except duckdb.Error as exc:
+            raise TempomemError(f"sql: {exc}") from None
+
+    # -- reads ------------------------------------------------------------------------------
+    def _read(self, fn: Callable[..., pl.DataFrame], *args: Any, **kwargs: Any) -> pl.DataFrame:
+        with self._lock:
+            return fn(self._connection(), *args, **kwargs)
+
+    def now(self) -> datetime:
+        """The store clock's current time."""
+        return to_utc(self._clock(), field="clock")  # type: ignore[return-value]
+
+    def current(self, subject: str | None = None, predicate: str | None = None, *,
+                scope: str | None = None) -> pl.DataFrame:
+        """Facts valid now and believed now (future-dated facts are not current).
+
+        >>> mem.current("checkout-api")  # doctest: +SKIP
+        """
+        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope)
+
+    def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
+              scope: str | None = None) -> pl.DataFrame:
+        """What was true at ``valid_at``, as best we know today.
+
+        >>> mem.as_of("2026-03-15T08:00Z", "checkout-api")["object"].to_list()  # doctest: +SKIP
+        ['m5.xlarge']
+        """
+        return self._read(queries.as_of, to_utc(valid_at, field="valid_at"),
+                          subject=subject, predicate=predicate, scope=scope)
+
+    def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
+                    predicate: str | None = None, *, scope: str | None = None) -> pl.DataFrame:
+        """What the memory believed at ``believed_at`` about ``valid_at`` (one row per revision).
+
+        >>> mem.as_believed("2026-03-15T08:00Z", "2026-03-15T08:00Z", "checkout-api")  # doctest: +SKIP
+        """
+        return self._read(queries.as_believed, to_utc(valid_at, field="valid_at"),
+                          to_utc(believed_at, field="believed_at"),
+                          subject=subject, predicate=predicate, scope=scope)
+
+    def history(self, subject: str, predicate: str | None = None, *, scope: str | None = None,
+                revisions: bool = False) -> pl.DataFrame:
+        """Every fact recorded on a key in belief order, retracted ones included.
+
+        ``revisions=True`` gives every revision instead of one row per fact.
+        """
+        return self._read(queries.history, subject, predicate, scope, revisions)
+
+    def timeline(self, subject: str, *, scope: str | None = None) -> pl.DataFrame:
+        """The audit view of a subject: every revision of its facts, in belief order."""
+        return self._read(queries.timeline, subject, scope)
+
+    def get(self, fact_id: str) -> Fact:
+        """The fact with this id as currently believed; ``KeyError`` if there is none."""
+        with self._lock:
+            states = queries.latest_states(self._connection(), fact_id=fact_id)
+        if not states:
+            raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
+        return _as_fact(states[0])
+
+    def check(self) -> queries.CheckReport:
+        """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
+        settings = self._storage.read_settings()
+        multi = [p for p, (arity, _) in self._rules(settings).items() if arity == "multi"]
+        stray = sorted(set(self._storage.data_files_on_disk()) - self._storage.referenced_files())
+        with self._lock:
+            return queries.problems(self._connection(), multi, stray)
+
+    # -- writes -----------------------------------------------------------------------------
+    @contextmanager
+    def _commit(self, subjects: list[str] | None = None, fact_id: str | None = None) -> Iterator[Batch]:
+        """Lock, load the states a commit needs, let the caller apply operations, then commit."""
+        with self._lock, self._storage.writer_lock():
+            con = self._connection()
+            snap = self._storage.snapshot()
+            commit_time = self._commit_time(con, snap)
+            states = queries.latest_states(con, subjects=subjects) if subjects is not None else []
+            if fact_id is not None:
+                found = queries.latest_states(con, fact_id=fact_id)
+                if found:
+                    key_states = queries.latest_states(con, subjects=[found[0]["subject"]])
+                    states = [s for s in key_states if s["predicate"] == found[0]["predicate"]
+                              and s["scope"] == found[0]["scope"]]
+            settings = self._storage.read_settings()
+            batch = Batch(states, commit_time=commit_time, rules=self._rules(settings),
+                          default_policy=settings["policy"])
+            yield batch
+            rows = batch.rows(ingested_at=system_clock())
+            if rows:
+                table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS)
+                self._storage.append(table)
+                self._storage.write_clock(self._storage.latest_version(), _micros(commit_time))
+
+    def _commit_time(self, con: duckdb.DuckDBPyConnection, snap: Snapshot) -> datetime:
+        """The store clock, strictly after the previous write-path commit."""
+        saved = self._storage.read_clock()
+        if saved is not None and saved["version"] == snap.version:
+            last_us = saved["last_recorded_us"]
+        else:
+            last = queries.last_api_commit(con)
+            last_us = None if last is None else _micros(last)
+        now = self.now()
+        if last_us is not None and _micros(now) <= last_us:
+            return datetime.fromtimestamp(0, UTC) + (last_us + 1) * MICROSECOND
+        return now
+
+    def assert_fact(self, subject: str, predicate: str, object: str, *, valid_from: TimeLike | None = None,
+                    valid_to: TimeLike | None = None, scope: str = "default", source: str = "user",
+                    confidence: float = 0.9, text: str | None = None, artifact: str | None = None,
+                    reference_time: TimeLike | None = None, link_type: str = "entity",
+                    weight: float = 1.0) -> Fact:
+        """Assert one fact (SPEC §5); returns it as stored (a duplicate returns the existing fact).
+
+        >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")  # doctest: +SKIP
+        """
+        args = {k: v for k, v in locals().items() if k not in ("self",)}
+        return self.assert_many([args])[0]
+
+    def assert_many(self, rows: Any) -> list[Fact]:
+        """Assert many facts in row order, in one commit with one ``recorded_at`` (all or nothing).
+
+        ``rows``: a Polars, pandas or Arrow frame, or a list of dicts with the arguments of
+        :meth:`assert_fact` as columns.
+        """
+        records = _records(rows)
+        news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
+        subjects = sorted({n["subject"] for n in news})
+        with self._commit(subjects=subjects) as batch:
+            ids = [batch.assert_fact(n) for n in news]
+        return [_as_fact(batch.states[i]) for i in ids]
+
+    def invalidate(self, fact_id: str, *, at: TimeLike, reason: str) -> Fact:
+        """The fact ended in the world at ``at`` (sets or corrects its end; a new revision)."""
+        end = to_utc(at, field="at")
+        if end is None:
+            raise TempomemError("at: an end time is required")
+        why = clean_reason(reason)
+        with self._commit(fact_id=fact_id) as batch:
+            batch.invalidate(fact_id, end, why)
+        return _as_fact(batch.states[fact_id])
+
+    def correct(self, fact_id: str, *, reason: str) -> Fact:
+        """Retract a fact as never true: it leaves every belief from now on, its validity unchanged."""
+        why = clean_reason(reason)
+        with self._commit(fact_id=fact_id) as batch:
+            batch.correct(fact_id, why)
+        return _as_fact(batch.states[fact_id])
+
+
+def _micros(t: datetime) -> int:
+    return (t - datetime.fromtimestamp(0, UTC)) // MICROSECOND
+
+
+def _as_fact(state: dict[str, Any]) -> Fact:
+    return Fact.from_row({**state, "recorded_at": state["first_recorded_at"],
+                          "ingested_at": state.get("ingested_at") or system_clock()})
+
+
+def _records(rows: Any) -> list[dict[str, Any]]:
+    """Rows of any supported frame type as a list of dicts (missing values as ``None``)."""
+    if isinstance(rows, list):
+        if not all(isinstance(r, dict) for r in rows):
+            raise TempomemError("rows: expected a list of dicts")
+        return rows
+    if isinstance(rows, pl.DataFrame):
+        return rows.to_dicts()
+    if isinstance(rows, pa.Table):
+        return rows.to_pylist()
+    if type(rows).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(rows, preserve_index=False).to_pylist()
+    raise TempomemError(f"rows: expected a Polars, pandas or Arrow frame or a list of dicts, got {type(rows).__name__}")
