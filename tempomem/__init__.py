@@ -26,3 +26,14 @@ __all__ = [
     "open",
 ]
 __version__ = "0.1.0"
+
+#: Submodules loaded on first use, so ``import tempomem`` stays light (``tm.plot`` loads matplotlib).
+_LAZY_MODULES = ("plot",)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tempomem' has no attribute {name!r}")
