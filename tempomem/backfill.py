@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from . import queries
 from .errors import BackfillError, TempomemError
-from .schema import EVENT_COLUMNS, EVENT_SCHEMA, LINK_TYPES
+from .schema import EVENT_SCHEMA, LINK_TYPES
 from .times import MICROSECOND, UTC, system_clock
 
 if TYPE_CHECKING:
@@ -298,7 +298,8 @@ def _rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str
     source = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
     for src, dst in mapping.items():
         if src not in source:
-            raise TempomemError(f"mapping: the input has no column {src!r} (columns: {', '.join(c for c in source if c != '__row')})")
+            names = ", ".join(c for c in source if c != "__row")
+            raise TempomemError(f"mapping: the input has no column {src!r} (columns: {names})")
         if not isinstance(dst, str) or not dst:
             raise TempomemError(f"mapping: {src!r} must map to a column name")
     targets = [mapping.get(c, c) for c in source]
@@ -428,7 +429,8 @@ class _Loader:
             t = self.columns["attributes"]
             if t == "VARCHAR":
                 given = ('CASE WHEN "attributes" IS NULL OR trim("attributes") = \'\' THEN NULL '
-                         'WHEN json_valid("attributes") THEN "attributes" ELSE CAST(to_json("attributes") AS VARCHAR) END')
+                         'WHEN json_valid("attributes") THEN "attributes" '
+                         'ELSE CAST(to_json("attributes") AS VARCHAR) END')
             else:
                 given = 'CAST(to_json("attributes") AS VARCHAR)'
         if given and extra_json:
@@ -497,7 +499,8 @@ class _Loader:
     def collapse_and_check_facts(self, *, resolve: bool) -> None:
         """Stage 2: exact repeats loaded once, fixed spans, fact ids, fact-level rejections."""
         self.con.execute(_ROWS_SQL)
-        self.con.execute("CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
+        self.con.execute("CREATE TEMP TABLE _bf_fact_rejects "
+                         "(row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
         if self.has_fact_id and not resolve:
             self.con.execute(_FACT_REJECTS_SQL)
             self.con.execute("DELETE FROM _bf_rows WHERE __row IN (SELECT row FROM _bf_fact_rejects)")
