@@ -8,6 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from .backfill import BackfillReport
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
 from .schema import Fact
@@ -15,6 +16,7 @@ from .store import Memory, open
 
 __all__ = [
     "BackfillError",
+    "BackfillReport",
     "CheckReport",
     "ClockError",
     "ConflictError",
