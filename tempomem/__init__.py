@@ -8,6 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
 from .schema import Fact
@@ -21,6 +22,7 @@ __all__ = [
     "Fact",
     "FactNotFoundError",
     "Memory",
+    "MemoryDiff",
     "TempomemError",
     "TimeParseError",
     "open",
