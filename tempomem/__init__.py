@@ -8,6 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from . import probes, reports
 from .backfill import BackfillReport
 from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
@@ -28,6 +29,8 @@ __all__ = [
     "TempomemError",
     "TimeParseError",
     "open",
+    "probes",
+    "reports",
 ]
 __version__ = "0.1.0"
 
