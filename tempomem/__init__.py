@@ -8,6 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from . import importers
 from .backfill import BackfillReport
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
@@ -25,6 +26,7 @@ __all__ = [
     "Memory",
     "TempomemError",
     "TimeParseError",
+    "importers",
     "open",
 ]
 __version__ = "0.1.0"
