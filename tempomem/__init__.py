@@ -10,6 +10,7 @@ do we know it was wrong" are one query each.
 
 from . import importers
 from .backfill import BackfillReport
+from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
 from .schema import Fact
@@ -24,9 +25,21 @@ __all__ = [
     "Fact",
     "FactNotFoundError",
     "Memory",
+    "MemoryDiff",
     "TempomemError",
     "TimeParseError",
     "importers",
     "open",
 ]
 __version__ = "0.1.0"
+
+#: Submodules loaded on first use, so ``import tempomem`` stays light (``tm.plot`` loads matplotlib).
+_LAZY_MODULES = ("plot",)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tempomem' has no attribute {name!r}")
