@@ -225,6 +225,18 @@ class Storage:
         self.compact_if_needed()
         return version
 
+    def append_batches(self, reader: pa.RecordBatchReader) -> int:
+        """Commit a stream of record batches (``EVENT_SCHEMA``) as one atomic Delta commit.
+
+        Bulk loads (backfill) stream through here so that no load is held in memory whole.
+        In a forked child the rows must cross to the worker process, so they are gathered.
+        """
+        if _runtime_pid is not None and _runtime_pid != os.getpid():
+            return self.append(reader.read_all())
+        version = _run(_op_append, self._uri, reader.cast(EVENT_SCHEMA))
+        self.compact_if_needed()
+        return version
+
     def overwrite(self, table: pa.Table) -> int:
         """Replace every row in one commit and delete the replaced files from disk."""
         return _run(_op_overwrite, self._uri, table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA))

@@ -278,6 +278,27 @@ class Memory:
             batch.correct(fact_id, why)
         return _as_fact(batch.states[fact_id])
 
+    def backfill(self, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
+                 lenient: bool = False, strict: bool = False, resolve: bool = False,
+                 epoch_unit: str = "s") -> Any:
+        """Load existing history keeping its belief times; returns a :class:`tm.BackfillReport` (SPEC §9).
+
+        ``data``: a Parquet/CSV/JSON Lines path (by extension or ``format=``), a folder or glob
+        of them, a Polars/pandas/Arrow frame, a DuckDB relation or a list of dicts; ``format``
+        may also name an importer (``"graphiti"``, ``"mem0"``, ``"sqlite4ts"``). ``mapping``
+        renames source columns to the SPEC's. Bad rows are rejected one by one and reported
+        (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
+        reads unparseable valid times as missing and loads beliefs from the future.
+        ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
+        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads numeric times.
+
+        >>> mem.backfill("old_memory.csv", mapping={"ts": "recorded_at"}).loaded  # doctest: +SKIP
+        """
+        from .backfill import backfill
+
+        return backfill(self, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
+                        resolve=resolve, epoch_unit=epoch_unit)
+
 
     # -- recall (tempomem.recall) ---------------------------------------------------------
     def embed(self, embedder: Any = None) -> int:
