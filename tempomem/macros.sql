@@ -205,10 +205,11 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- time, so a rewound query and a present one cannot disagree on what "in force" means.
 -- NULL valid_at / believed_at mean now().
 --
--- `_tm_index` is a slim copy of `revisions` (no text, no vectors) and `_tm_vectors` holds
--- (fact_id, revision, embedding). Here they are plain views; tempomem's own connection
--- replaces them with in-memory tables kept in step with the store (same rows), which is what
--- makes recall over a million facts fit in a second.
+-- `_tm_index` is a slim copy of `revisions` (no text, no vectors), `_tm_vectors` holds
+-- (fact_id, revision, embedding) and `_tm_rows` the full rows. Here they are plain views over
+-- `revisions`, so this file needs nothing else; tempomem's own connection replaces them with
+-- in-memory tables kept in step with the store (same rows) and the raw Parquet rows, which is
+-- what makes recall over a million facts fit in a second.
 
 CREATE OR REPLACE VIEW _tm_index_live AS
 SELECT r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
@@ -219,9 +220,12 @@ FROM revisions AS r;
 CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_live AS i;
 
 CREATE OR REPLACE VIEW _tm_vectors_live AS
-SELECT e.fact_id, e.revision, e.embedding FROM _tm_events AS e WHERE e.embedding IS NOT NULL;
+SELECT r.fact_id, r.revision, r.embedding FROM revisions AS r WHERE r.embedding IS NOT NULL;
 
 CREATE OR REPLACE VIEW _tm_vectors AS SELECT v.* FROM _tm_vectors_live AS v;
+
+-- Full revision rows, looked up for the few rows an answer returns.
+CREATE OR REPLACE VIEW _tm_rows AS SELECT r.* EXCLUDE (believed_until) FROM revisions AS r;
 
 -- The revision (of a fact) is in the slice (valid_at, believed_at): as_believed's test.
 CREATE OR REPLACE MACRO tm_in_slice(valid_from, valid_to, recorded_at, believed_until, retracted_at,
@@ -272,5 +276,5 @@ ranked AS (
 )
 SELECT e.* EXCLUDE (revision), e.revision, rk.believed_until, rk.score
 FROM ranked AS rk
-JOIN _tm_events AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
+JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
 ORDER BY rk.score DESC, rk.fact_id;

@@ -94,6 +94,7 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
                        (file VARCHAR, fact_id VARCHAR, revision INTEGER, embedding FLOAT[])""")
         con.execute("CREATE OR REPLACE VIEW _tm_vectors AS "
                     "SELECT c.fact_id, c.revision, c.embedding FROM _tm_vector_cache AS c")
+        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT e.* FROM _tm_events AS e")
         cache = _Cache(con)
         mem._recall_cache = cache  # type: ignore[attr-defined]
     snap = mem._storage.snapshot()
