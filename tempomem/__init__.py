@@ -9,6 +9,7 @@ do we know it was wrong" are one query each.
 """
 
 from .backfill import BackfillReport
+from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
 from .schema import Fact
@@ -23,6 +24,7 @@ __all__ = [
     "Fact",
     "FactNotFoundError",
     "Memory",
+    "MemoryDiff",
     "TempomemError",
     "TimeParseError",
     "open",

@@ -15,8 +15,9 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import queries
+from . import diff, erasure, queries
 from .connection import bind_files, new_connection
+from .diff import MemoryDiff
 from .errors import FactNotFoundError, TempomemError
 from .schema import ARITIES, EVENT_SCHEMA, POLICIES, SCHEMA_VERSION, SORT_KEYS, Fact
 from .storage import Snapshot, Storage
@@ -190,6 +191,14 @@ class Memory:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
         return _as_fact(states[0])
 
+    def diff(self, from_at: TimeLike, to_at: TimeLike, *, subjects: str | list[str] | None = None,
+             predicates: str | list[str] | None = None) -> MemoryDiff:
+        """What the store learned in the belief window ``[from_at, to_at)`` (SPEC §8).
+
+        >>> mem.diff("2026-03-01", "2026-03-08").changed  # doctest: +SKIP
+        """
+        return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
+
     def check(self) -> queries.CheckReport:
         """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
         settings = self._storage.read_settings()
@@ -270,6 +279,13 @@ class Memory:
         with self._commit(fact_id=fact_id) as batch:
             batch.invalidate(fact_id, end, why)
         return _as_fact(batch.states[fact_id])
+
+    def forget(self, subject: str, *, reason: str, scope: str | None = None) -> int:
+        """Erase a subject from every file of the store, leaving tombstones; returns the facts erased.
+
+        >>> mem.forget("customer-42", reason="GDPR request")  # doctest: +SKIP
+        """
+        return erasure.forget(self, subject, reason=reason, scope=scope)
 
     def correct(self, fact_id: str, *, reason: str) -> Fact:
         """Retract a fact as never true: it leaves every belief from now on, its validity unchanged."""
