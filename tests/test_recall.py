@@ -195,3 +195,22 @@ def test_sentence_transformer_embedder_offline(store_path, clock) -> None:
     mem.assert_fact("payments-db", "status", "degraded", text="the payments database is degraded")
     mem.assert_fact("cat", "likes", "tuna")
     assert mem.recall("database outage", k=1)["subject"].to_list() == ["payments-db"]
+
+
+def test_forget_removes_embeddings_and_recall_stops_returning(mem: tm.Memory, ibans, clock) -> None:
+    old, new = ibans
+    mem.assert_fact("customer-43", "iban", "NL91 ABNA 0417 1643 00")
+    assert mem.recall(QUERY, k=5, valid_at="2026-03-02", believed_at="2026-03-02")["object"].to_list() == [OLD_IBAN]
+    vector = mem.get(old.fact_id).embedding
+    assert vector is not None
+    clock.set("2026-03-10T00:00:00Z")
+    mem.forget("customer-42", reason="GDPR request")
+    # Gone from the stored rows (every revision) and from every belief time's recall.
+    left = mem.sql("SELECT fact_id, embedding FROM revisions WHERE status = 'erased'").fetchall()
+    assert {f for f, _ in left} == {old.fact_id, new.fact_id}
+    assert all(e is None for _, e in left)
+    for believed in (None, "2026-03-02", "2026-03-06"):
+        out = mem.recall(QUERY, k=5, valid_at="2026-03-02" if believed else None, believed_at=believed)
+        assert old.fact_id not in out["fact_id"].to_list() and new.fact_id not in out["fact_id"].to_list()
+    assert mem.recall(vector, k=5)["subject"].to_list() == ["customer-43"]
+    assert mem.embed() == 0  # tombstones are never re-embedded
