@@ -316,3 +316,89 @@ UNION ALL BY NAME SELECT * FROM new_entities
 UNION ALL BY NAME
 SELECT * FROM forgotten AS g
 WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.event_at);
+
+
+-- ============================================================================================
+-- Recall and traversal in time (issue 7)
+-- ============================================================================================
+-- Both start from one time slice: the revisions believed at `believed_at` whose valid interval
+-- contains `valid_at`, retracted and erased ones left out. This is exactly as_believed; with
+-- believed_at = now it is also as_of/current (the revision believed now is each fact's latest
+-- one), except that it refuses a revision stamped after `believed_at` (a backfilled belief
+-- from the future), which nobody could have believed yet. One definition serves every belief
+-- time, so a rewound query and a present one cannot disagree on what "in force" means.
+-- NULL valid_at / believed_at mean now().
+--
+-- `_tm_index` is a slim copy of `revisions` (no text, no vectors), `_tm_vectors` holds
+-- (fact_id, revision, embedding) and `_tm_rows` the full rows. Here they are plain views over
+-- `revisions`, so this file needs nothing else; tempomem's own connection replaces them with
+-- in-memory tables kept in step with the store (same rows) and the raw Parquet rows, which is
+-- what makes recall over a million facts fit in a second.
+
+CREATE OR REPLACE VIEW _tm_index_live AS
+SELECT r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
+       r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at, r.believed_until,
+       r.retracted_at, r.status
+FROM revisions AS r;
+
+CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_live AS i;
+
+CREATE OR REPLACE VIEW _tm_vectors_live AS
+SELECT r.fact_id, r.revision, r.embedding FROM revisions AS r WHERE r.embedding IS NOT NULL;
+
+CREATE OR REPLACE VIEW _tm_vectors AS SELECT v.* FROM _tm_vectors_live AS v;
+
+-- Full revision rows, looked up for the few rows an answer returns.
+CREATE OR REPLACE VIEW _tm_rows AS SELECT r.* EXCLUDE (believed_until) FROM revisions AS r;
+
+-- The revision (of a fact) is in the slice (valid_at, believed_at): as_believed's test.
+CREATE OR REPLACE MACRO tm_in_slice(valid_from, valid_to, recorded_at, believed_until, retracted_at,
+                                    status, valid_at, believed_at) AS
+    tm_contains(recorded_at, believed_until, coalesce(CAST(believed_at AS TIMESTAMPTZ), now()))
+    AND retracted_at IS NULL AND status <> 'erased'
+    AND tm_contains(valid_from, valid_to, coalesce(CAST(valid_at AS TIMESTAMPTZ), now()));
+
+-- The slim time slice: one row per fact in force, keys and provenance only.
+CREATE OR REPLACE MACRO tm_slice(valid_at, believed_at) AS TABLE
+    SELECT i.* FROM _tm_index AS i
+    WHERE tm_in_slice(i.valid_from, i.valid_to, i.recorded_at, i.believed_until, i.retracted_at,
+                      i.status, valid_at, believed_at);
+
+-- Cosine similarity; a zero vector (a text with no word) is similar to nothing (0, not NaN),
+-- and vectors of another length than the query are not comparable (NULL: never ranked).
+CREATE OR REPLACE MACRO tm_cosine(a, b) AS CASE
+    WHEN len(a) <> len(b) THEN NULL
+    ELSE coalesce(nullif(CAST(list_cosine_similarity(a, b) AS DOUBLE), 'NaN'::DOUBLE), 0.0) END;
+
+-- recall(query_vec, k, valid_at, believed_at): the k facts in force at (valid_at, believed_at)
+-- most similar to query_vec, best first, with a `score` column. The slice is taken first and
+-- only its members are ranked, so a closed, retracted or not-yet-believed fact can never be
+-- returned however well it matches. Optional filters (applied before the top k):
+-- subject, predicate, and a trusted-source policy (sources: list of sources, NULL = any;
+-- min_confidence, NULL = any). Ties are broken by fact_id so answers are reproducible.
+-- Rows are revisions (as in as_believed): `recorded_at` is when that revision became the
+-- belief, `believed_until` when it stopped being one (NULL: still believed).
+CREATE OR REPLACE MACRO recall(query_vec, k, valid_at, believed_at, subject := NULL,
+                               predicate := NULL, sources := NULL, min_confidence := NULL) AS TABLE
+WITH slice AS (
+    SELECT s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
+    WHERE (subject IS NULL OR s.subject = subject)
+      AND (predicate IS NULL OR s.predicate = predicate)
+      AND (sources IS NULL OR list_contains(sources, s.source))
+      AND (min_confidence IS NULL OR s.confidence >= min_confidence)
+),
+scored AS (
+    SELECT v.fact_id, v.revision, sl.believed_until,
+           tm_cosine(v.embedding, CAST(query_vec AS FLOAT[])) AS score
+    FROM _tm_vectors AS v
+    JOIN slice AS sl ON sl.fact_id = v.fact_id AND sl.revision = v.revision
+),
+ranked AS (
+    SELECT sc.* FROM scored AS sc WHERE sc.score IS NOT NULL
+    ORDER BY sc.score DESC, sc.fact_id
+    LIMIT k
+)
+SELECT e.* EXCLUDE (revision), e.revision, rk.believed_until, rk.score
+FROM ranked AS rk
+JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
+ORDER BY rk.score DESC, rk.fact_id;

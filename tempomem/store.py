@@ -323,6 +323,42 @@ class Memory:
                         resolve=resolve, epoch_unit=epoch_unit)
 
 
+    # -- recall (tempomem.recall) ---------------------------------------------------------
+    def embed(self, embedder: Any = None) -> int:
+        """Fill missing embeddings in bulk with ``embedder`` (default: the store's); returns rows filled.
+
+        Embeddings are derived data: the rows are rewritten in place in one atomic commit (same
+        revisions, same ``recorded_at``/``ingested_at``), so no belief changes. Erased facts
+        are never embedded.
+
+        >>> mem.embed()  # doctest: +SKIP
+        12
+        """
+        from . import recall
+
+        return recall.embed(self, embedder)
+
+    def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
+               believed_at: TimeLike | None = None, subject: str | None = None,
+               predicate: str | None = None, trusted: Any = None) -> pl.DataFrame:
+        """The ``k`` facts in force at (``valid_at``, ``believed_at``) most similar to ``query``.
+
+        ``query`` is text (embedded by the store's embedder) or a vector. Times default to the
+        store clock's now. The time slice comes first (as_believed semantics: a closed,
+        retracted or not-yet-believed fact is never returned), cosine ranking second; the
+        frame has the revision's columns plus ``score``, best first. ``trusted`` keeps only
+        trusted facts: a list of sources, or ``{"sources": [...], "min_confidence": 0.9}``.
+        Facts still lacking an embedding are embedded first (see :meth:`embed`).
+
+        >>> mem.recall("customer 42 iban", k=1)["object"].to_list()  # doctest: +SKIP
+        ['DE89 3704']
+        """
+        from . import recall
+
+        return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
+                             subject=subject, predicate=predicate, trusted=trusted)
+
+
 def _micros(t: datetime) -> int:
     return (t - datetime.fromtimestamp(0, UTC)) // MICROSECOND
 
