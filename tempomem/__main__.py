@@ -1,0 +1,5 @@
+"""``python -m tempomem`` runs the command line."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,187 @@
+"""The three query forms and the audit views (SPEC §4, §6) on small hand-checked histories."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from conftest import ts
+
+import tempomem as tm
+from tempomem.connection import sql_file
+
+
+def _objects(df) -> list[str]:
+    return df["object"].to_list()
+
+
+@pytest.fixture
+def moved(mem, clock):
+    """Helsinki since 2019; Berlin from 2024-06, learned only in 2026-09."""
+    clock.set("2019-01-10")
+    helsinki = mem.assert_fact("ada", "city", "Helsinki", valid_from="2019")
+    clock.set("2026-09-01")
+    berlin = mem.assert_fact("ada", "city", "Berlin", valid_from="2024-06")
+    return helsinki, berlin
+
+
+def test_as_of_and_as_believed_diverge(mem, moved):
+    assert _objects(mem.as_of("2025-01", "ada", "city")) == ["Berlin"]
+    assert _objects(mem.as_believed("2025-01", "2025-06", "ada", "city")) == ["Helsinki"]
+    assert _objects(mem.as_believed("2025-01", "2026-09-02", "ada", "city")) == ["Berlin"]
+
+
+def test_half_open_boundary_gives_exactly_one_answer(mem, moved):
+    assert _objects(mem.as_of("2024-06-01T00:00:00Z", "ada")) == ["Berlin"]
+    assert _objects(mem.as_of("2024-05-31T23:59:59.999999Z", "ada")) == ["Helsinki"]
+    # the belief boundary is half-open too: at the instant Berlin was recorded, Berlin is believed
+    assert _objects(mem.as_believed("2025-01", "2026-09-01", "ada")) == ["Berlin"]
+    assert _objects(mem.as_believed("2025-01", "2026-08-31T23:59:59.999999Z", "ada")) == ["Helsinki"]
+
+
+def test_change_closes_the_old_interval_and_does_not_retract(mem, moved):
+    helsinki, berlin = moved
+    old = mem.get(helsinki.fact_id)
+    assert old.valid_to == ts("2024-06-01")
+    assert old.retracted_at is None
+    assert old.status == "superseded"
+    assert old.superseded_by == berlin.fact_id
+    assert old.superseded_at == ts("2026-09-01")
+    assert old.recorded_at == ts("2019-01-10")  # facts: when first recorded
+
+
+def test_current_excludes_future_dated_facts(mem, clock):
+    clock.set("2026-02-01")
+    mem.assert_fact("ada", "role", "engineer", valid_from="2025")
+    mem.assert_fact("ada", "role", "manager", valid_from="2026-06")
+    assert _objects(mem.current("ada")) == ["engineer"]
+    clock.set("2026-07-01")
+    assert _objects(mem.current("ada")) == ["manager"]
+
+
+def test_correction_retracts_without_closing_validity(mem, clock):
+    clock.set("2026-01-10")
+    f = mem.assert_fact("bob", "iban", "FR76-1", valid_from="2025-01")
+    clock.set("2026-02-10")
+    fixed = mem.correct(f.fact_id, reason="typo in the IBAN")
+    assert fixed.status == "retracted"
+    assert fixed.valid_to is None
+    assert fixed.retracted_at == ts("2026-02-10")
+    assert fixed.reason == "typo in the IBAN"
+    assert mem.as_of("2025-06", "bob").is_empty()
+    assert mem.current("bob").is_empty()
+    # before the retraction we did believe it; after, we do not
+    assert _objects(mem.as_believed("2025-06", "2026-01-20", "bob")) == ["FR76-1"]
+    assert mem.as_believed("2025-06", "2026-02-10", "bob").is_empty()
+
+
+def test_retracted_fact_shown_by_history_and_timeline(mem, clock):
+    clock.set("2026-01-10")
+    f = mem.assert_fact("bob", "iban", "FR76-1", valid_from="2025-01")
+    clock.set("2026-02-10")
+    mem.correct(f.fact_id, reason="wrong")
+    hist = mem.history("bob", "iban")
+    assert hist.select("object", "status", "recorded_at").rows() == [("FR76-1", "retracted", ts("2026-01-10"))]
+    line = mem.timeline("bob")
+    assert line.select("revision", "status", "recorded_at", "believed_until").rows() == [
+        (1, "live", ts("2026-01-10"), ts("2026-02-10")),
+        (2, "retracted", ts("2026-02-10"), None),
+    ]
+
+
+def test_late_correction_of_an_end(mem, clock):
+    """Believed in March that it ended in June; in July learned it ended in May."""
+    clock.set("2026-01-02")
+    f = mem.assert_fact("proj", "lead", "carol", valid_from="2026-01")
+    clock.set("2026-03-01")
+    mem.invalidate(f.fact_id, at="2026-06-01", reason="carol leaves in June")
+    clock.set("2026-07-01")
+    mem.invalidate(f.fact_id, at="2026-05-01", reason="she left in May after all")
+    # in April we believed carol led on May 15th; in August we know she did not
+    assert _objects(mem.as_believed("2026-05-15", "2026-04-01", "proj")) == ["carol"]
+    assert mem.as_believed("2026-05-15", "2026-08-01", "proj").is_empty()
+    assert mem.as_of("2026-05-15", "proj").is_empty()
+    revs = mem.history("proj", "lead", revisions=True)
+    assert revs.select("revision", "valid_to", "recorded_at", "believed_until").rows() == [
+        (1, None, ts("2026-01-02"), ts("2026-03-01")),
+        (2, ts("2026-06-01"), ts("2026-03-01"), ts("2026-07-01")),
+        (3, ts("2026-05-01"), ts("2026-07-01"), None),
+    ]
+    assert revs["reason"].to_list() == [None, "carol leaves in June", "she left in May after all"]
+
+
+def test_nothing_is_ever_deleted(mem, clock):
+    clock.set("2026-01-02")
+    a = mem.assert_fact("k", "p", "a", valid_from="2025-01")
+    clock.advance(days=1)
+    mem.assert_fact("k", "p", "b", valid_from="2025-03")
+    clock.advance(days=1)
+    c = mem.assert_fact("k", "p", "c", valid_from="2025-03")  # same start: b is retracted
+    clock.advance(days=1)
+    mem.invalidate(c.fact_id, at="2025-09", reason="ended")
+    clock.advance(days=1)
+    mem.correct(a.fact_id, reason="never true")
+    assert mem.history("k", "p")["object"].to_list() == ["a", "b", "c"]
+    assert mem.history("k", "p")["status"].to_list() == ["retracted", "retracted", "ended"]
+    assert mem.history("k", "p", revisions=True).height == 7
+
+
+def test_history_filters_predicate_and_scope(mem, clock):
+    clock.set("2026-01-02")
+    mem.assert_fact("s", "p", "x", valid_from="2025")
+    mem.assert_fact("s", "q", "y", valid_from="2025")
+    mem.assert_fact("s", "p", "z", valid_from="2025", scope="team-b")
+    assert _objects(mem.history("s", "p")) == ["x", "z"]
+    assert _objects(mem.history("s", "p", scope="team-b")) == ["z"]
+    assert sorted(_objects(mem.history("s"))) == ["x", "y", "z"]
+    assert _objects(mem.as_of("2025-06", "s", scope="default")) == ["x", "y"]
+
+
+def test_frames_have_the_facts_columns(mem, moved):
+    assert mem.as_of("2025-01").columns == tm.schema.FACT_COLUMNS
+    assert mem.history("ada").columns == tm.schema.FACT_COLUMNS
+    assert mem.as_believed("2025-01", "2025-06").columns == [*tm.schema.FACT_COLUMNS, "revision", "believed_until"]
+    assert str(mem.as_of("2025-01").schema["valid_from"]) == "Datetime(time_unit='us', time_zone='UTC')"
+
+
+def test_sql_views_and_macros(mem, moved):
+    rows = mem.sql("SELECT object FROM as_of($t) WHERE subject = $s", {"t": "2025-01-01", "s": "ada"}).fetchall()
+    assert rows == [("Berlin",)]
+    con = mem.connect()
+    assert con.sql("SELECT count(*) FROM revisions").fetchall() == [(3,)]
+    assert con.sql("SELECT object FROM history('ada', predicate := 'city') ORDER BY recorded_at").fetchall() == [
+        ("Helsinki",), ("Berlin",)]
+
+
+def test_macro_file_loads_into_a_plain_duckdb_session(mem, moved):
+    """The .sql file needs nothing but a `revisions` table."""
+    revisions = mem.connect().sql("SELECT * FROM revisions").to_arrow_table()
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("revisions_arrow", revisions)
+    con.execute("CREATE TABLE revisions AS SELECT * FROM revisions_arrow")
+    con.execute(sql_file("macros.sql"))
+    assert con.sql("SELECT object FROM as_of(TIMESTAMPTZ '2025-01-01')").fetchall() == [("Berlin",)]
+    assert con.sql("SELECT object FROM as_believed('2025-01-01', '2025-06-01')").fetchall() == [("Helsinki",)]
+
+
+def test_subject_with_quotes_and_sql_is_plain_text(mem, clock):
+    clock.set("2026-01-02")
+    nasty = "x'); DROP TABLE facts; --"
+    f = mem.assert_fact(nasty, "said \"hi\"", "O'Brien", valid_from="2025")
+    assert _objects(mem.as_of("2025-06", nasty)) == ["O'Brien"]
+    assert mem.get(f.fact_id).subject == nasty
+    assert mem.history(nasty)["predicate"].to_list() == ['said "hi"']
+
+
+def test_check_is_clean_and_reports_a_stray_file(mem, moved, store_path):
+    assert mem.check().ok
+    stray = store_path / "part-00000-dropped-by-hand.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.table({"fact_id": ["evil"]}), stray)
+    report = mem.check()
+    assert not report.ok
+    assert report.problems.select("kind").to_series().to_list() == ["unreferenced_file"]
+    assert "dropped-by-hand" in report.problems["detail"][0]
+    # never read: answers are unchanged
+    assert _objects(mem.as_of("2025-01", "ada")) == ["Berlin"]
