@@ -8,6 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from . import graph
 from .backfill import BackfillReport
 from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
@@ -27,6 +28,7 @@ __all__ = [
     "MemoryDiff",
     "TempomemError",
     "TimeParseError",
+    "graph",
     "open",
 ]
 __version__ = "0.1.0"
