@@ -8,7 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
-from . import graph
+from . import graph, importers, probes, reports
 from .backfill import BackfillReport
 from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
@@ -29,7 +29,10 @@ __all__ = [
     "TempomemError",
     "TimeParseError",
     "graph",
+    "importers",
     "open",
+    "probes",
+    "reports",
 ]
 __version__ = "0.1.0"
 

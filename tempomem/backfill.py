@@ -341,12 +341,14 @@ def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
         return f"CAST(try(make_timestamp(CAST(round(CAST({col} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ)"
     if t == "VARCHAR":
         s = f"trim({col})"
+        # The common case (a full ISO string) is one cast; the patterns only see what it refused.
         return (
+            f"coalesce(TRY_CAST({s} AS TIMESTAMPTZ), "
             f"CASE WHEN regexp_full_match({s}, '[0-9]{{4}}') THEN TRY_CAST({s} || '-01-01' AS TIMESTAMPTZ) "
             f"WHEN regexp_full_match({s}, '[0-9]{{4}}-[0-9]{{2}}') THEN TRY_CAST({s} || '-01' AS TIMESTAMPTZ) "
             f"WHEN regexp_full_match({s}, '-?[0-9]{{7,}}([.][0-9]*)?') THEN CAST(try(make_timestamp("
             f"CAST(round(CAST({s} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ) "
-            f"ELSE TRY_CAST({s} AS TIMESTAMPTZ) END"
+            "END)"
         )
     return "CAST(NULL AS TIMESTAMPTZ)"
 
@@ -717,40 +719,44 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, origin: str,
     revision = _REVISION_BY_ROW if has_ids else _REVISION_ONE_ROW_PER_FACT
     rel = con.sql(_REVISIONS_SQL.format(revision=revision),
                   params={"origin": origin, "ingested_at": ingested_at})
+    last_api_us = _last_api_us(mem, con)  # before the stream opens: it holds the connection
+    source = rel.to_arrow_reader(_BATCH_ROWS)
     written = [0]
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for batch in rel.to_arrow_reader(_BATCH_ROWS):
+        for batch in source:
             written[0] += batch.num_rows
             notify("write", written[0])
             yield batch
 
-    schema = rel.limit(0).to_arrow_table().schema
-    commit_rows(mem, con, pa.RecordBatchReader.from_batches(schema, batches()).cast(EVENT_SCHEMA))
+    commit_rows(mem, pa.RecordBatchReader.from_batches(source.schema, batches()).cast(EVENT_SCHEMA), last_api_us)
     return written[0]
 
 
-def commit_rows(mem: Memory, con: duckdb.DuckDBPyConnection, rows: pa.RecordBatchReader | pa.Table) -> None:
+def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
+    """The last write-path belief time (µs), from the clock file when it is current."""
+    saved = mem._storage.read_clock()
+    if saved is not None and saved["version"] == mem._storage.snapshot().version:
+        return saved["last_recorded_us"]
+    last = queries.last_api_commit(con)
+    return None if last is None else (last - datetime.fromtimestamp(0, UTC)) // MICROSECOND
+
+
+def commit_rows(mem: Memory, rows: pa.RecordBatchReader | pa.Table, last_api_us: int | None) -> None:
     """Append backfilled revision rows in one commit without moving the store clock.
 
-    The clock file is rewritten for the new version with the previous last write-path time,
-    so the next write-path commit needs no scan (backfilled times never count, SPEC §1.4).
+    The clock file is rewritten for the new version with the previous last write-path time
+    (``last_api_us``, from :func:`_last_api_us`), so the next write-path commit needs no scan:
+    backfilled times never count (SPEC §1.4).
     """
     storage = mem._storage
-    before = storage.snapshot()
-    saved = storage.read_clock()
-    if saved is not None and saved["version"] == before.version:
-        last_us = saved["last_recorded_us"]
-    else:
-        last = queries.last_api_commit(con)
-        last_us = None if last is None else (last - datetime.fromtimestamp(0, UTC)) // MICROSECOND
     if isinstance(rows, pa.Table):
         if rows.num_rows == 0:
             return
         storage.append(rows)
     else:
         storage.append_batches(rows)
-    storage.write_clock(storage.latest_version(), last_us)
+    storage.write_clock(storage.latest_version(), last_api_us)
 
 
 __all__ = ["BackfillReport", "backfill", "input_files", "time_sql"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
@@ -359,3 +360,106 @@ def plot(ctx: click.Context, subject: str | None, predicate: str | None, out: st
                                 **sized)
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
     emit_value({"out": out, "kind": kind, "width": width, "height": height}, as_json)
+
+
+# -- backfill and export -------------------------------------------------------------------------
+
+_PROGRESS_MIN_ROWS = 100_000  # smaller loads finish before a bar would help
+
+
+class _Progress:
+    """A one-line rows/s progress display on stderr for large loads."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.total = 0
+        self.shown = False
+
+    def __call__(self, stage: str, done: int) -> None:
+        if stage == "checked":
+            self.total = done
+            return
+        if stage != "write" or self.total < _PROGRESS_MIN_ROWS:
+            return
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        width = 30
+        filled = min(width, int(width * done / max(self.total, 1)))
+        click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,} rows written, "
+                   f"{done / elapsed:,.0f} rows/s", nl=False, err=True)
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
+@cli.command()
+@click.argument("file", type=click.Path())
+@click.option("--map", "maps", multiple=True, metavar="SRC=DST", help="Rename a source column (repeatable).")
+@click.option("--format", "fmt", default=None,
+              help="parquet, csv, jsonl, or an importer: graphiti, mem0, sqlite4ts (default: by extension).")
+@click.option("--epoch-unit", type=click.Choice(["s", "ms", "us"]), default="s", show_default=True,
+              help="Unit of numeric times.")
+@click.option("--lenient", is_flag=True, help="Unreadable valid times count as missing; future beliefs load.")
+@click.option("--strict", is_flag=True, help="All or nothing: load nothing if any row is rejected.")
+@click.option("--resolve", is_flag=True, help="Replay the rows through the write path in recorded_at order.")
+@json_option
+@click.pass_context
+def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | None, epoch_unit: str,
+             lenient: bool, strict: bool, resolve: bool, as_json: bool) -> None:
+    """Load existing history (a file, folder or glob) keeping its original times.
+
+    tempomem backfill export.csv --map ts=recorded_at --map entity=subject
+    """
+    from .backfill import backfill as run_backfill
+    from .errors import BackfillError
+
+    mapping = {}
+    for item in maps:
+        src, sep, dst = item.partition("=")
+        if not sep or not src or not dst:
+            raise TempomemError(f"--map: expected SRC=DST, got {item!r}")
+        mapping[src] = dst
+    mem = open_from(ctx)
+    progress = None if as_json else _Progress()
+    try:
+        report = run_backfill(mem, file, mapping=mapping, format=fmt, lenient=lenient, strict=strict,
+                              resolve=resolve, epoch_unit=epoch_unit, progress=progress)
+    except BackfillError as exc:
+        if progress:
+            progress.finish()
+        if as_json:
+            click.echo(json.dumps(exc.report.to_dict(), default=str))
+        raise
+    if progress:
+        progress.finish()
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), default=str))
+        return
+    summary = pl.DataFrame({
+        "rows_read": [report.rows_read], "loaded": [report.loaded], "rejected": [report.rejected.height],
+        "fixed": [report.fixed], "duplicates": [report.duplicates], "revisions": [report.revisions],
+    })
+    emit(summary, False)
+    if report.flags.height:
+        click.echo("flags:")
+        emit(report.flags, False)
+    if report.rejected.height:
+        click.echo("rejected rows:")
+        emit(report.rejected, False)
+
+
+@cli.command()
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
+@json_option
+@click.pass_context
+def export(ctx: click.Context, out: str, fmt: str, as_json: bool) -> None:
+    """Write every revision to a Parquet or CSV file that `tempomem backfill` reads back.
+
+    tempomem export --format parquet memory.parquet
+    """
+    from .export import export as run_export
+
+    rows = run_export(open_from(ctx), out, fmt)
+    emit_value({"out": out, "format": fmt, "rows": rows}, as_json)

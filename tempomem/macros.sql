@@ -249,7 +249,7 @@ pairs AS (
      AND n.recorded_at = c.recorded_at AND n.is_new AND NOT c.is_new AND n.fact_id <> c.fact_id
      AND ((c.is_closing AND c.superseded_by = n.fact_id)
           OR (c.is_retraction AND c.valid_from IS NOT DISTINCT FROM n.valid_from))
-    QUALIFY row_number() OVER (PARTITION BY c.fact_id
+    QUALIFY row_number() OVER (PARTITION BY c.fact_id, c.revision
                                ORDER BY contains(coalesce(c.reason, ''), n.fact_id) DESC, n.fact_id) = 1
 ),
 first_seen AS (         -- when each fact of a created or retracted row was first recorded

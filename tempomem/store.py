@@ -22,6 +22,7 @@ from .errors import FactNotFoundError, TempomemError
 from .schema import ARITIES, EVENT_SCHEMA, POLICIES, SCHEMA_VERSION, SORT_KEYS, Fact
 from .storage import Snapshot, Storage
 from .times import MICROSECOND, UTC, TimeLike, system_clock, to_utc
+from .trust import trust_filters
 from .writepath import Batch, clean_reason, new_assertion
 
 Clock = Callable[[], datetime]
@@ -144,32 +145,38 @@ class Memory:
         return to_utc(self._clock(), field="clock")  # type: ignore[return-value]
 
     def current(self, subject: str | None = None, predicate: str | None = None, *,
-                scope: str | None = None) -> pl.DataFrame:
+                scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """Facts valid now and believed now (future-dated facts are not current).
+
+        ``trusted`` (here and in :meth:`as_of`, :meth:`as_believed`) serves only facts meeting a
+        source/confidence policy: ``{"sources": ["tool_verified"], "min_confidence": 0.9}``,
+        or a list of sources (see :mod:`tempomem.trust`).
 
         >>> mem.current("checkout-api")  # doctest: +SKIP
         """
-        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope)
+        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
+                          **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
-              scope: str | None = None) -> pl.DataFrame:
+              scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """What was true at ``valid_at``, as best we know today.
 
         >>> mem.as_of("2026-03-15T08:00Z", "checkout-api")["object"].to_list()  # doctest: +SKIP
         ['m5.xlarge']
         """
         return self._read(queries.as_of, to_utc(valid_at, field="valid_at"),
-                          subject=subject, predicate=predicate, scope=scope)
+                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
-                    predicate: str | None = None, *, scope: str | None = None) -> pl.DataFrame:
+                    predicate: str | None = None, *, scope: str | None = None,
+                    trusted: Any = None) -> pl.DataFrame:
         """What the memory believed at ``believed_at`` about ``valid_at`` (one row per revision).
 
         >>> mem.as_believed("2026-03-15T08:00Z", "2026-03-15T08:00Z", "checkout-api")  # doctest: +SKIP
         """
         return self._read(queries.as_believed, to_utc(valid_at, field="valid_at"),
                           to_utc(believed_at, field="believed_at"),
-                          subject=subject, predicate=predicate, scope=scope)
+                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def history(self, subject: str, predicate: str | None = None, *, scope: str | None = None,
                 revisions: bool = False) -> pl.DataFrame:

@@ -402,3 +402,22 @@ def test_random_valid_histories_round_trip_exactly(history: list[dict], tmp_path
     copy = tm.open(folder / "two", create=True)
     copy.backfill(folder / "out.parquet")
     assert _comparable(copy).equals(_comparable(mem))
+
+
+def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
+    report = mem.backfill([
+        row("api", "eu-west-1", recorded_at="2025-01-02", valid_from="2024-12"),
+        row("api", "eu-central-1", recorded_at="2025-02-02", valid_from="2025-02"),
+        row("db", "mysql", recorded_at="2025-01-01", retracted_at="2025-01-05", retraction_reason="wrong"),
+    ], resolve=True)
+    assert (report.loaded, report.revisions) == (3, 5)
+    west = revs(mem, "api").filter(pl.col("object") == "eu-west-1")
+    assert west.select("revision", "recorded_at", "valid_to", "status").rows() == [
+        (1, ts("2025-01-02"), None, "live"), (2, ts("2025-02-02"), ts("2025-02-01"), "superseded")]
+    assert mem.as_believed("2025-03-01", "2025-02-01", "api")["object"].to_list() == ["eu-west-1"]
+    assert mem.as_of("2025-03-01", "api")["object"].to_list() == ["eu-central-1"]
+    last = revs(mem, "db").select("recorded_at", "status", "reason").rows()[-1]
+    assert last == (ts("2025-01-05"), "retracted", "wrong")
+    clock.set("2025-01-03")  # backfilled beliefs did not move the clock
+    assert mem.assert_fact("web", "p", "x").recorded_at == ts("2025-01-03")
+    assert mem.check().ok

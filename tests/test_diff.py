@@ -8,7 +8,7 @@ from datetime import timedelta
 import polars as pl
 import pytest
 from analytics_helpers import Clock, at, new_store
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
@@ -151,6 +151,9 @@ def _frames(d: tm.MemoryDiff) -> dict[str, pl.DataFrame]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS, cuts=st.lists(st.integers(0, 12 * 48), min_size=1, max_size=3))
+# found by hypothesis: one fact closed twice (by y at 05:00, by an earlier y on the next day)
+@example(ops=[("assert", "a", "x", 0, 1, 0), ("assert", "a", "y", 0, 4, 0), ("assert", "a", "x", 0, 1, 0),
+              ("correct", "a", "x", 0, 17, 1), ("assert", "a", "y", 1, 1, 0)], cuts=[116])
 def test_adjacent_windows_concatenate_to_their_union(tmp_path_factory, ops, cuts):
     clock = Clock("2026-03-01T00:00:00")
     mem = new_store(tmp_path_factory.mktemp("p"), clock)
