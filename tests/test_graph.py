@@ -180,3 +180,19 @@ def test_which_dependencies_changed_before_the_outage_and_were_they_known(incide
         (2, "3", "ended", True), (2, "5", "started", True)]
     with pytest.raises(tm.TempomemError, match="lookback"):
         tm.graph.dependency_changes(incident, "checkout-api", OUTAGE, "a day or so")
+
+
+def test_cli_traverse(graph_mem: tm.Memory, clock, store_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from tempomem.cli import cli
+
+    clock.set("2026-02-01T00:00:00Z")
+    graph_mem.assert_many([_edge("a", "c", "causal"), _edge("a", "s", "semantic"),
+                           {"subject": "c", "predicate": "kind", "object": "x"},
+                           {"subject": "s", "predicate": "kind", "object": "x"}])
+    out = CliRunner().invoke(cli, ["--store", str(store_path), "traverse", "a", "--at", "2026-02-02", "--json"])
+    assert out.exit_code == 0, out.output
+    assert [(r["entity"], r["depth"], r["score"]) for r in json.loads(out.output)] == [("c", 1, 1.5), ("s", 1, 0.8)]
