@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -69,7 +70,19 @@ def _run(op: Callable[..., T], *args: Any) -> T:
     if _worker_pool is None or _worker_pid != pid:
         _worker_pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         _worker_pid = pid
+        # A multiprocessing child joins its children when it exits, before any atexit hook
+        # could shut the pool down: it would wait forever for the idle worker. Stop it first.
+        multiprocessing.util.Finalize(None, _stop_worker, args=(_worker_pool,), exitpriority=10)
     return _worker_pool.submit(op, *args).result()
+
+
+def _stop_worker(pool: ProcessPoolExecutor) -> None:
+    """End the idle spawned worker (no call is in flight: :func:`_run` waits for each)."""
+    workers = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        worker.terminate()
+        worker.join(10)
 
 
 def _table(path: str) -> Any:
@@ -98,9 +111,11 @@ def _op_create(path: str) -> None:
     )
 
 
-def _op_snapshot(path: str, known_version: int) -> Snapshot:
+def _op_snapshot(path: str, newest_version: int) -> Snapshot:
+    # The cached table may lag behind commits made by other processes: bring it up to the
+    # newest version on disk (comparing with this process's own last snapshot is not enough).
     dt = _table(path)
-    if dt.version() != known_version or known_version < 0:
+    if dt.version() != newest_version:
         dt.update_incremental()
     return Snapshot(dt.version(), tuple(dt.file_uris()))
 
@@ -215,8 +230,9 @@ class Storage:
 
     def snapshot(self) -> Snapshot:
         """The current version and its data files (cached while the log has not moved)."""
-        if self.latest_version() != self._snapshot.version:
-            self._snapshot = _run(_op_snapshot, self._uri, self._snapshot.version)
+        newest = self.latest_version()
+        if newest != self._snapshot.version:
+            self._snapshot = _run(_op_snapshot, self._uri, newest)
         return self._snapshot
 
     def append(self, table: pa.Table) -> int:
