@@ -8,6 +8,9 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
+from . import graph, importers, probes, reports
+from .backfill import BackfillReport
+from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
 from .queries import CheckReport
 from .schema import Fact
@@ -15,14 +18,31 @@ from .store import Memory, open
 
 __all__ = [
     "BackfillError",
+    "BackfillReport",
     "CheckReport",
     "ClockError",
     "ConflictError",
     "Fact",
     "FactNotFoundError",
     "Memory",
+    "MemoryDiff",
     "TempomemError",
     "TimeParseError",
+    "graph",
+    "importers",
     "open",
+    "probes",
+    "reports",
 ]
 __version__ = "0.1.0"
+
+#: Submodules loaded on first use, so ``import tempomem`` stays light (``tm.plot`` loads matplotlib).
+_LAZY_MODULES = ("plot",)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tempomem' has no attribute {name!r}")

@@ -192,3 +192,298 @@ UNION ALL
 SELECT 'recorded_after_ingested', fact_id,
        format('revision {}: recorded_at {} is after ingested_at {}', revision, recorded_at, ingested_at)
 FROM revisions WHERE recorded_at > ingested_at;
+
+
+-- ============================================================================================
+-- memory_diff(from_at, to_at): what the store learned in the belief window [from_at, to_at)
+-- ============================================================================================
+-- One row per event, labelled by `bucket` (SPEC §8):
+--   created             a fact first recorded in the window that closed or retracted no other
+--   changed             (a) a new fact that closed or retracted an existing fact in the same
+--                       commit: before = that fact's previous revision, after = the new fact,
+--                       and the closing revision is part of this row, not an event of its own;
+--                       (b) a later revision that moved a fact's valid interval or status other
+--                       than by retraction: before = previous revision, after = this one
+--   retracted           a correction (a retraction not caused by a new fact of the same commit)
+--   new_entities        a (scope, subject) whose first fact was recorded in the window
+--   forgotten_entities  an erasure (subject hashed), placed at its earliest tombstone
+-- Every revision is placed by its own `recorded_at` (its belief time), so each event lies in
+-- exactly one window and the diffs of adjacent windows concatenate to the diff of their union.
+-- A revision that changed nothing but artifacts (a duplicate merge) is no event. Erased facts
+-- are gone from every belief time, so only their erasure is reported.
+-- `event_at` is when the event became the belief; for created and retracted rows the fact
+-- columns are the fact as of the event, with `recorded_at` = when the fact was first recorded.
+-- A NULL bound is open. `believed_until` is never read here, so DuckDB drops the `revisions`
+-- window and pushes the belief-time filter down to the scan: a one-week diff over millions of
+-- revisions does not sort the whole table.
+
+CREATE OR REPLACE MACRO memory_diff(from_at, to_at) AS TABLE
+WITH win AS (           -- the revisions that became a belief inside the window
+    SELECT w.* EXCLUDE (believed_until) FROM revisions AS w
+    WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
+      AND w.status <> 'erased'
+),
+step AS (               -- each of them next to the revision it follows (NULL for a new fact)
+    SELECT w.*,
+           p.fact_id IS NULL AS is_new,
+           p.fact_id IS NOT NULL AND w.retracted_at IS NOT NULL AND p.retracted_at IS NULL AS is_retraction,
+           p.fact_id IS NOT NULL AND w.superseded_by IS NOT NULL AND w.superseded_at = w.recorded_at
+               AND (p.superseded_by IS DISTINCT FROM w.superseded_by
+                    OR p.superseded_at IS DISTINCT FROM w.superseded_at) AS is_closing,
+           p.fact_id IS NOT NULL
+               AND (p.valid_from IS DISTINCT FROM w.valid_from OR p.valid_to IS DISTINCT FROM w.valid_to
+                    OR p.status IS DISTINCT FROM w.status) AS is_move,
+           p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
+    FROM win AS w
+    LEFT JOIN revisions AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
+),
+-- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
+-- retraction through a change keeps the retracted fact's start, which the new fact shares;
+-- when two new facts qualify, the one the write path named in the reason wins.
+pairs AS (
+    SELECT c.fact_id AS before_fact_id, c.revision AS closing_revision, c.p_object AS before_object,
+           c.p_valid_from AS before_valid_from, c.p_valid_to AS before_valid_to,
+           c.reason AS closing_reason, n.fact_id AS new_fact_id
+    FROM step AS c JOIN step AS n
+      ON n.scope = c.scope AND n.subject = c.subject AND n.predicate = c.predicate
+     AND n.recorded_at = c.recorded_at AND n.is_new AND NOT c.is_new AND n.fact_id <> c.fact_id
+     AND ((c.is_closing AND c.superseded_by = n.fact_id)
+          OR (c.is_retraction AND c.valid_from IS NOT DISTINCT FROM n.valid_from))
+    QUALIFY row_number() OVER (PARTITION BY c.fact_id, c.revision
+                               ORDER BY contains(coalesce(c.reason, ''), n.fact_id) DESC, n.fact_id) = 1
+),
+first_seen AS (         -- when each fact of a created or retracted row was first recorded
+    SELECT f.fact_id, f.recorded_at FROM revisions AS f
+    WHERE f.revision = 1 AND f.fact_id IN (SELECT s.fact_id FROM step AS s WHERE s.is_retraction)
+),
+events AS (
+    SELECT 'created' AS bucket, s.recorded_at AS event_at, s.*
+           EXCLUDE (is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           NULL::VARCHAR AS before_fact_id, NULL::VARCHAR AS before_object,
+           NULL::TIMESTAMPTZ AS before_valid_from, NULL::TIMESTAMPTZ AS before_valid_to
+    FROM step AS s
+    WHERE s.is_new AND s.fact_id NOT IN (SELECT q.new_fact_id FROM pairs AS q)
+    UNION ALL BY NAME
+    SELECT 'changed' AS bucket, s.recorded_at AS event_at, s.*
+           EXCLUDE (reason, is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           q.closing_reason AS reason,
+           q.before_fact_id, q.before_object, q.before_valid_from, q.before_valid_to
+    FROM pairs AS q JOIN step AS s ON s.fact_id = q.new_fact_id AND s.is_new
+    UNION ALL BY NAME
+    SELECT 'changed' AS bucket, s.recorded_at AS event_at, s.*
+           EXCLUDE (is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           s.fact_id AS before_fact_id, s.p_object AS before_object,
+           s.p_valid_from AS before_valid_from, s.p_valid_to AS before_valid_to
+    FROM step AS s
+    WHERE s.is_move AND NOT s.is_retraction
+      AND (s.fact_id, s.revision) NOT IN (SELECT (q.before_fact_id, q.closing_revision) FROM pairs AS q)
+    UNION ALL BY NAME
+    SELECT 'retracted' AS bucket, s.recorded_at AS event_at, s.*
+           EXCLUDE (recorded_at, is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           fs.recorded_at
+    FROM step AS s JOIN first_seen AS fs ON fs.fact_id = s.fact_id
+    WHERE s.is_retraction
+      AND (s.fact_id, s.revision) NOT IN (SELECT (q.before_fact_id, q.closing_revision) FROM pairs AS q)
+),
+new_entities AS (       -- subjects of new facts in the window with nothing recorded before it
+    SELECT 'new_entities' AS bucket, min(s.recorded_at) AS event_at, s.scope, s.subject,
+           min(s.recorded_at) AS recorded_at
+    FROM step AS s
+    WHERE s.is_new
+      AND NOT EXISTS (SELECT 1 FROM revisions AS o
+                      WHERE o.scope = s.scope AND o.subject = s.subject AND o.status <> 'erased'
+                        AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ))
+    GROUP BY s.scope, s.subject
+),
+tombstones AS (         -- the last revision of each erased fact of a forgotten (hashed) subject
+    SELECT t.scope, t.subject, t.recorded_at, t.reason, t.ingested_at FROM revisions AS t
+    WHERE t.status = 'erased' AND starts_with(t.subject, 'erased:')
+    QUALIFY t.revision = max(t.revision) OVER (PARTITION BY t.fact_id)
+),
+forgotten AS (          -- one erasure = the tombstones one forget() wrote (same ingested_at)
+    SELECT 'forgotten_entities' AS bucket, min(t.recorded_at) AS event_at, t.scope, t.subject,
+           min(t.recorded_at) AS recorded_at, min(t.reason) AS reason
+    FROM tombstones AS t
+    GROUP BY t.scope, t.subject, t.ingested_at
+)
+SELECT e.* EXCLUDE (revision),
+       CASE WHEN e.bucket = 'changed' THEN e.fact_id END AS after_fact_id,
+       CASE WHEN e.bucket = 'changed' THEN e.object END AS after_object,
+       CASE WHEN e.bucket = 'changed' THEN e.valid_from END AS after_valid_from,
+       CASE WHEN e.bucket = 'changed' THEN e.valid_to END AS after_valid_to
+FROM events AS e
+UNION ALL BY NAME SELECT * FROM new_entities
+UNION ALL BY NAME
+SELECT * FROM forgotten AS g
+WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.event_at);
+
+
+-- ============================================================================================
+-- Recall and traversal in time (issue 7)
+-- ============================================================================================
+-- Both start from one time slice: the revisions believed at `believed_at` whose valid interval
+-- contains `valid_at`, retracted and erased ones left out. This is exactly as_believed; with
+-- believed_at = now it is also as_of/current (the revision believed now is each fact's latest
+-- one), except that it refuses a revision stamped after `believed_at` (a backfilled belief
+-- from the future), which nobody could have believed yet. One definition serves every belief
+-- time, so a rewound query and a present one cannot disagree on what "in force" means.
+-- NULL valid_at / believed_at mean now().
+--
+-- `_tm_index` is a slim copy of `revisions` (no text, no vectors), `_tm_vectors` holds
+-- (fact_id, revision, embedding) and `_tm_rows` the full rows. Here they are plain views over
+-- `revisions`, so this file needs nothing else; tempomem's own connection replaces them with
+-- in-memory tables kept in step with the store (same rows) and the raw Parquet rows, which is
+-- what makes recall over a million facts fit in a second.
+
+CREATE OR REPLACE VIEW _tm_index_live AS
+SELECT r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
+       r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at, r.believed_until,
+       r.retracted_at, r.status
+FROM revisions AS r;
+
+CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_live AS i;
+
+CREATE OR REPLACE VIEW _tm_vectors_live AS
+SELECT r.fact_id, r.revision, r.embedding FROM revisions AS r WHERE r.embedding IS NOT NULL;
+
+CREATE OR REPLACE VIEW _tm_vectors AS SELECT v.* FROM _tm_vectors_live AS v;
+
+-- Full revision rows, looked up for the few rows an answer returns.
+CREATE OR REPLACE VIEW _tm_rows AS SELECT r.* EXCLUDE (believed_until) FROM revisions AS r;
+
+-- The revision (of a fact) is in the slice (valid_at, believed_at): as_believed's test.
+CREATE OR REPLACE MACRO tm_in_slice(valid_from, valid_to, recorded_at, believed_until, retracted_at,
+                                    status, valid_at, believed_at) AS
+    tm_contains(recorded_at, believed_until, coalesce(CAST(believed_at AS TIMESTAMPTZ), now()))
+    AND retracted_at IS NULL AND status <> 'erased'
+    AND tm_contains(valid_from, valid_to, coalesce(CAST(valid_at AS TIMESTAMPTZ), now()));
+
+-- The slim time slice: one row per fact in force, keys and provenance only.
+CREATE OR REPLACE MACRO tm_slice(valid_at, believed_at) AS TABLE
+    SELECT i.* FROM _tm_index AS i
+    WHERE tm_in_slice(i.valid_from, i.valid_to, i.recorded_at, i.believed_until, i.retracted_at,
+                      i.status, valid_at, believed_at);
+
+-- Cosine similarity; a zero vector (a text with no word) is similar to nothing (0, not NaN),
+-- and vectors of another length than the query are not comparable (NULL: never ranked).
+CREATE OR REPLACE MACRO tm_cosine(a, b) AS CASE
+    WHEN len(a) <> len(b) THEN NULL
+    ELSE coalesce(nullif(CAST(list_cosine_similarity(a, b) AS DOUBLE), 'NaN'::DOUBLE), 0.0) END;
+
+-- recall(query_vec, k, valid_at, believed_at): the k facts in force at (valid_at, believed_at)
+-- most similar to query_vec, best first, with a `score` column. The slice is taken first and
+-- only its members are ranked, so a closed, retracted or not-yet-believed fact can never be
+-- returned however well it matches. Optional filters (applied before the top k):
+-- subject, predicate, and a trusted-source policy (sources: list of sources, NULL = any;
+-- min_confidence, NULL = any). Ties are broken by fact_id so answers are reproducible.
+-- Rows are revisions (as in as_believed): `recorded_at` is when that revision became the
+-- belief, `believed_until` when it stopped being one (NULL: still believed).
+CREATE OR REPLACE MACRO recall(query_vec, k, valid_at, believed_at, subject := NULL,
+                               predicate := NULL, sources := NULL, min_confidence := NULL) AS TABLE
+WITH slice AS (
+    SELECT s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
+    WHERE (subject IS NULL OR s.subject = subject)
+      AND (predicate IS NULL OR s.predicate = predicate)
+      AND (sources IS NULL OR list_contains(sources, s.source))
+      AND (min_confidence IS NULL OR s.confidence >= min_confidence)
+),
+scored AS (
+    SELECT v.fact_id, v.revision, sl.believed_until,
+           tm_cosine(v.embedding, CAST(query_vec AS FLOAT[])) AS score
+    FROM _tm_vectors AS v
+    JOIN slice AS sl ON sl.fact_id = v.fact_id AND sl.revision = v.revision
+),
+ranked AS (
+    SELECT sc.* FROM scored AS sc WHERE sc.score IS NOT NULL
+    ORDER BY sc.score DESC, sc.fact_id
+    LIMIT k
+)
+SELECT e.* EXCLUDE (revision), e.revision, rk.believed_until, rk.score
+FROM ranked AS rk
+JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
+ORDER BY rk.score DESC, rk.fact_id;
+
+-- Typed-link traversal -----------------------------------------------------------------------
+-- An edge is a fact in the slice whose object is an entity, i.e. the subject of some
+-- (non-erased) fact of the store: "checkout-api depends_on payments-db" is an edge when we
+-- hold any fact about payments-db, "checkout-api replicas 4" never is. Edges are directed
+-- subject -> object and walked forwards only: backwards, every widely shared object (a
+-- region, a team) would become a hub joining unrelated entities, and "what X depends on"
+-- would mix with "what depends on X". Walk from the other end to ask the reverse question.
+-- A hop is worth weight × the multiplier of its link_type (a type missing from the map: 1).
+
+CREATE OR REPLACE MACRO tm_edges(valid_at, believed_at, multipliers, predicates := NULL) AS TABLE
+    SELECT s.fact_id, s.subject AS src, s.object AS dst, s.predicate, s.link_type,
+           s.weight * coalesce(multipliers[s.link_type], 1.0) AS hop
+    FROM tm_slice(valid_at, believed_at) AS s
+    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate))
+      AND s.object IN (SELECT i.subject FROM _tm_index AS i WHERE i.status <> 'erased');
+
+-- tm_traverse(start, depth, valid_at, believed_at): weighted spreading activation from
+-- `start` over the slice, up to `depth` hops; every hop uses the same slice. One row per
+-- reached entity (start excluded): `depth` = fewest hops, `score` = best path (product of
+-- hop values), `path` = that best path's fact_ids. Paths never revisit an entity, so a
+-- multiplier above 1 cannot make a cycle pay. Ties between equal-scoring paths go to the
+-- shorter one, then to the lexicographically greatest path, so answers are reproducible.
+CREATE OR REPLACE MACRO tm_traverse(start, depth, valid_at, believed_at,
+        multipliers := MAP {'causal': 1.5, 'entity': 1.2, 'temporal': 1.0, 'semantic': 0.8},
+        predicates := NULL) AS TABLE
+WITH RECURSIVE
+edges AS MATERIALIZED (
+    SELECT ed.* FROM tm_edges(valid_at, believed_at, multipliers, predicates := predicates) AS ed
+),
+walk(entity, hops, score, path, seen) AS (
+    SELECT CAST(start AS VARCHAR), 0, CAST(1.0 AS DOUBLE), CAST([] AS VARCHAR[]), [CAST(start AS VARCHAR)]
+    UNION ALL
+    SELECT e.dst, w.hops + 1, w.score * e.hop, list_append(w.path, e.fact_id), list_append(w.seen, e.dst)
+    FROM walk AS w JOIN edges AS e ON e.src = w.entity
+    WHERE w.hops < depth AND NOT list_contains(w.seen, e.dst)
+)
+SELECT w.entity, CAST(min(w.hops) AS INTEGER) AS depth, max(w.score) AS score,
+       arg_max(w.path, (w.score, -w.hops, array_to_string(w.path, ','))) AS path
+FROM walk AS w
+WHERE w.hops > 0
+GROUP BY w.entity
+ORDER BY max(w.score) DESC, min(w.hops), w.entity;
+
+-- dependency_changes(root, at_time, lookback): the multi-hop question in time. Dependencies of
+-- `root` at `at_time` (entities reached over `depends_on` edges, up to `depth` hops, in the slice
+-- at `at_time` as known at `believed_at`, NULL = now) whose facts started or ended in the window
+-- [at_time - lookback, at_time); one row per change, with `learned_at` (when the store first held the
+-- revision showing that change) and `known_at_time` (learned_at <= at_time: the agent could have
+-- known it when `at_time` came). Changes are read from `facts` (what we know today), retracted and
+-- erased facts left out; a value that replaced another shows as one `ended` and one `started`.
+CREATE OR REPLACE MACRO dependency_changes(root, at_time, lookback, depth := 3, believed_at := NULL,
+                                           predicates := ['depends_on']) AS TABLE
+WITH deps AS (
+    SELECT t.entity, t.depth, t.path
+    FROM tm_traverse(root, depth, at_time, believed_at, predicates := predicates) AS t
+),
+bounds AS (
+    SELECT CAST(at_time AS TIMESTAMPTZ) - CAST(lookback AS INTERVAL) AS lo, CAST(at_time AS TIMESTAMPTZ) AS hi
+),
+changes AS (
+    SELECT f.fact_id, f.subject, f.predicate, f.object, 'started' AS change, f.valid_from AS changed_at
+    FROM facts AS f, bounds AS b
+    WHERE f.valid_from >= b.lo AND f.valid_from < b.hi AND NOT f.valid_from_inferred
+    UNION ALL
+    SELECT f.fact_id, f.subject, f.predicate, f.object, 'ended', f.valid_to
+    FROM facts AS f, bounds AS b
+    WHERE f.valid_to >= b.lo AND f.valid_to < b.hi
+),
+learned AS (   -- the first revision that already showed the change
+    SELECT c.fact_id, c.change, min(r.recorded_at) AS learned_at
+    FROM changes AS c JOIN revisions AS r ON r.fact_id = c.fact_id
+    WHERE r.status NOT IN ('retracted', 'erased')
+      AND ((c.change = 'started' AND r.valid_from = c.changed_at)
+        OR (c.change = 'ended' AND r.valid_to = c.changed_at))
+    GROUP BY c.fact_id, c.change
+)
+SELECT d.entity AS dependency, d.depth, d.path AS via, c.fact_id, c.predicate, c.object, c.change,
+       c.changed_at, l.learned_at, coalesce(l.learned_at <= b.hi, false) AS known_at_time
+FROM deps AS d
+JOIN changes AS c ON c.subject = d.entity
+JOIN facts AS f ON f.fact_id = c.fact_id AND f.status NOT IN ('retracted', 'erased')
+LEFT JOIN learned AS l ON l.fact_id = c.fact_id AND l.change = c.change
+CROSS JOIN bounds AS b
+ORDER BY d.depth, d.entity, c.changed_at, c.fact_id, c.change;

@@ -19,6 +19,9 @@ _KEY_FILTERS = {
     "scope": "scope = $scope",
     "subject": "subject = $subject",
     "predicate": "predicate = $predicate",
+    # the trusted= policy of the query forms (tempomem.trust)
+    "trusted_sources": "list_contains(CAST($trusted_sources AS VARCHAR[]), source)",
+    "trusted_min_confidence": "confidence >= $trusted_min_confidence",
 }
 _KEY_ORDER = "ORDER BY scope, subject, predicate, valid_from NULLS FIRST, fact_id"
 

@@ -7,7 +7,7 @@ A store holds one Parquet row per *revision* of a fact (SPEC §4). The ``revisio
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -64,7 +64,7 @@ SORT_KEYS = [("scope", "ascending"), ("subject", "ascending"), ("predicate", "as
 
 
 def _utc(value: Any) -> Any:
-    return value.astimezone(timezone.utc) if isinstance(value, datetime) else value
+    return value.astimezone(UTC) if isinstance(value, datetime) else value
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -161,6 +162,21 @@ def _op_overwrite(path: str, table: pa.Table) -> int:
     return dt.version()
 
 
+def _op_set_embeddings(path: str, table: pa.Table) -> int:
+    """Fill ``embedding`` on the rows keyed (fact_id, revision) in ``table``, in one commit.
+
+    A Delta MERGE rewrites only the files holding a matched row; every other column, and so
+    every belief time, is left as it was.
+    """
+    dt = _table(path)
+    dt.update_incremental()
+    (dt.merge(source=table, predicate="t.fact_id = s.fact_id AND t.revision = s.revision",
+              source_alias="s", target_alias="t", writer_properties=_writer_properties())
+       .when_matched_update(updates={"embedding": "s.embedding"})
+       .execute())
+    return dt.version()
+
+
 # -- the store directory ----------------------------------------------------------------------
 
 _thread_locks: dict[str, threading.RLock] = {}
@@ -238,9 +254,33 @@ class Storage:
         self.compact_if_needed()
         return version
 
+    def append_batches(self, reader: pa.RecordBatchReader) -> int:
+        """Commit a stream of record batches (``EVENT_SCHEMA``) as one atomic Delta commit.
+
+        Bulk loads (backfill) stream through here so that no load is held in memory whole.
+        In a forked child the rows must cross to the worker process, so they are gathered.
+        """
+        if _runtime_pid is not None and _runtime_pid != os.getpid():
+            return self.append(reader.read_all())
+        version = _run(_op_append, self._uri, reader.cast(EVENT_SCHEMA))
+        self.compact_if_needed()
+        return version
+
     def overwrite(self, table: pa.Table) -> int:
         """Replace every row in one commit and delete the replaced files from disk."""
         return _run(_op_overwrite, self._uri, table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA))
+
+    def set_embeddings(self, table: pa.Table) -> int:
+        """Write derived embeddings in place: ``table`` has ``fact_id``, ``revision``, ``embedding``.
+
+        One atomic commit that rewrites only the files containing those rows; no revision is
+        added and no time changes. Returns the new version.
+        """
+        keyed = table.select(["fact_id", "revision", "embedding"]).cast(pa.schema(
+            [EVENT_SCHEMA.field("fact_id"), EVENT_SCHEMA.field("revision"), EVENT_SCHEMA.field("embedding")]))
+        version = _run(_op_set_embeddings, self._uri, keyed)
+        self.compact_if_needed()
+        return version
 
     def compact_if_needed(self) -> bool:
         """Merge small files once enough have piled up; answers never change."""

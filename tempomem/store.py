@@ -15,12 +15,14 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import queries
+from . import diff, erasure, queries
 from .connection import bind_files, new_connection
+from .diff import MemoryDiff
 from .errors import FactNotFoundError, TempomemError
 from .schema import ARITIES, EVENT_SCHEMA, POLICIES, SCHEMA_VERSION, SORT_KEYS, Fact
 from .storage import Snapshot, Storage
 from .times import MICROSECOND, UTC, TimeLike, system_clock, to_utc
+from .trust import trust_filters
 from .writepath import Batch, clean_reason, new_assertion
 
 Clock = Callable[[], datetime]
@@ -143,32 +145,38 @@ class Memory:
         return to_utc(self._clock(), field="clock")  # type: ignore[return-value]
 
     def current(self, subject: str | None = None, predicate: str | None = None, *,
-                scope: str | None = None) -> pl.DataFrame:
+                scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """Facts valid now and believed now (future-dated facts are not current).
+
+        ``trusted`` (here and in :meth:`as_of`, :meth:`as_believed`) serves only facts meeting a
+        source/confidence policy: ``{"sources": ["tool_verified"], "min_confidence": 0.9}``,
+        or a list of sources (see :mod:`tempomem.trust`).
 
         >>> mem.current("checkout-api")  # doctest: +SKIP
         """
-        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope)
+        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
+                          **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
-              scope: str | None = None) -> pl.DataFrame:
+              scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """What was true at ``valid_at``, as best we know today.
 
         >>> mem.as_of("2026-03-15T08:00Z", "checkout-api")["object"].to_list()  # doctest: +SKIP
         ['m5.xlarge']
         """
         return self._read(queries.as_of, to_utc(valid_at, field="valid_at"),
-                          subject=subject, predicate=predicate, scope=scope)
+                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
-                    predicate: str | None = None, *, scope: str | None = None) -> pl.DataFrame:
+                    predicate: str | None = None, *, scope: str | None = None,
+                    trusted: Any = None) -> pl.DataFrame:
         """What the memory believed at ``believed_at`` about ``valid_at`` (one row per revision).
 
         >>> mem.as_believed("2026-03-15T08:00Z", "2026-03-15T08:00Z", "checkout-api")  # doctest: +SKIP
         """
         return self._read(queries.as_believed, to_utc(valid_at, field="valid_at"),
                           to_utc(believed_at, field="believed_at"),
-                          subject=subject, predicate=predicate, scope=scope)
+                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def history(self, subject: str, predicate: str | None = None, *, scope: str | None = None,
                 revisions: bool = False) -> pl.DataFrame:
@@ -189,6 +197,14 @@ class Memory:
         if not states:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
         return _as_fact(states[0])
+
+    def diff(self, from_at: TimeLike, to_at: TimeLike, *, subjects: str | list[str] | None = None,
+             predicates: str | list[str] | None = None) -> MemoryDiff:
+        """What the store learned in the belief window ``[from_at, to_at)`` (SPEC §8).
+
+        >>> mem.diff("2026-03-01", "2026-03-08").changed  # doctest: +SKIP
+        """
+        return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
 
     def check(self) -> queries.CheckReport:
         """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
@@ -271,12 +287,76 @@ class Memory:
             batch.invalidate(fact_id, end, why)
         return _as_fact(batch.states[fact_id])
 
+    def forget(self, subject: str, *, reason: str, scope: str | None = None) -> int:
+        """Erase a subject from every file of the store, leaving tombstones; returns the facts erased.
+
+        >>> mem.forget("customer-42", reason="GDPR request")  # doctest: +SKIP
+        """
+        return erasure.forget(self, subject, reason=reason, scope=scope)
+
     def correct(self, fact_id: str, *, reason: str) -> Fact:
         """Retract a fact as never true: it leaves every belief from now on, its validity unchanged."""
         why = clean_reason(reason)
         with self._commit(fact_id=fact_id) as batch:
             batch.correct(fact_id, why)
         return _as_fact(batch.states[fact_id])
+
+    def backfill(self, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
+                 lenient: bool = False, strict: bool = False, resolve: bool = False,
+                 epoch_unit: str = "s") -> Any:
+        """Load existing history keeping its belief times; returns a :class:`tm.BackfillReport` (SPEC §9).
+
+        ``data``: a Parquet/CSV/JSON Lines path (by extension or ``format=``), a folder or glob
+        of them, a Polars/pandas/Arrow frame, a DuckDB relation or a list of dicts; ``format``
+        may also name an importer (``"graphiti"``, ``"mem0"``, ``"sqlite4ts"``). ``mapping``
+        renames source columns to the SPEC's. Bad rows are rejected one by one and reported
+        (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
+        reads unparseable valid times as missing and loads beliefs from the future.
+        ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
+        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads numeric times.
+
+        >>> mem.backfill("old_memory.csv", mapping={"ts": "recorded_at"}).loaded  # doctest: +SKIP
+        """
+        from .backfill import backfill
+
+        return backfill(self, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
+                        resolve=resolve, epoch_unit=epoch_unit)
+
+
+    # -- recall (tempomem.recall) ---------------------------------------------------------
+    def embed(self, embedder: Any = None) -> int:
+        """Fill missing embeddings in bulk with ``embedder`` (default: the store's); returns rows filled.
+
+        Embeddings are derived data: the rows are rewritten in place in one atomic commit (same
+        revisions, same ``recorded_at``/``ingested_at``), so no belief changes. Erased facts
+        are never embedded.
+
+        >>> mem.embed()  # doctest: +SKIP
+        12
+        """
+        from . import recall
+
+        return recall.embed(self, embedder)
+
+    def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
+               believed_at: TimeLike | None = None, subject: str | None = None,
+               predicate: str | None = None, trusted: Any = None) -> pl.DataFrame:
+        """The ``k`` facts in force at (``valid_at``, ``believed_at``) most similar to ``query``.
+
+        ``query`` is text (embedded by the store's embedder) or a vector. Times default to the
+        store clock's now. The time slice comes first (as_believed semantics: a closed,
+        retracted or not-yet-believed fact is never returned), cosine ranking second; the
+        frame has the revision's columns plus ``score``, best first. ``trusted`` keeps only
+        facts meeting the trusted policy of :meth:`as_of` (see :mod:`tempomem.trust`).
+        Facts still lacking an embedding are embedded first (see :meth:`embed`).
+
+        >>> mem.recall("customer 42 iban", k=1)["object"].to_list()  # doctest: +SKIP
+        ['DE89 3704']
+        """
+        from . import recall
+
+        return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
+                             subject=subject, predicate=predicate, trusted=trusted)
 
 
 def _micros(t: datetime) -> int:

@@ -8,11 +8,11 @@ Values are kept to the microsecond, the resolution of the store.
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from .errors import TimeParseError
 
-UTC = timezone.utc
+UTC = UTC
 MICROSECOND = timedelta(microseconds=1)
 
 _YEAR = re.compile(r"^\d{4}$")

@@ -1,0 +1,108 @@
+"""Backfill throughput: N rows from Parquet into a new store, against DuckDB copying the file.
+
+    python benchmarks/bench_backfill.py                 # 10 million rows, 3 runs each
+    python benchmarks/bench_backfill.py --rows 1000000 --runs 1
+
+The input is generated in a temporary folder (one row per fact, unique keys, string times with
+offsets, an epoch-free mix of typed and text columns plus one extra column kept as attributes).
+Each timed run happens in a fresh spawned process so that its peak RSS (``ru_maxrss``) is the
+load's own. The baseline is DuckDB alone reading the same file and writing it back to Parquet
+(ZSTD), run the same number of times in the same invocation; the ratio is of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+_GENERATE = """
+COPY (
+    SELECT 'svc-' || (i // 4) AS subject,
+           'attr' || (i % 4) AS predicate,
+           'value-' || (i % 1000) AS object,
+           strftime(TIMESTAMP '2020-01-01' + to_seconds(i % 100000000), '%Y-%m-%dT%H:%M:%S') || '-08:00'
+               AS valid_from,
+           CASE WHEN i % 3 = 0 THEN TIMESTAMPTZ '2024-06-01' + to_seconds(i % 1000000) END AS valid_to,
+           TIMESTAMPTZ '2025-01-01' + to_microseconds(i * 997) AS recorded_at,
+           CASE WHEN i % 2 = 0 THEN 'tool_verified' ELSE 'user' END AS source,
+           (i % 100) / 100.0 AS confidence,
+           'INC-' || (i % 5000) AS ticket
+    FROM range({rows}) t(i)
+) TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)
+"""
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _run_backfill(source: str, store: str, queue: multiprocessing.Queue) -> None:
+    import tempomem as tm
+
+    mem = tm.open(store, create=True)
+    start = time.perf_counter()
+    report = mem.backfill(source)
+    elapsed = time.perf_counter() - start
+    queue.put((elapsed, _peak_rss_mb(), report.loaded, report.rejected.height))
+
+
+def _run_duckdb_copy(source: str, target: str, queue: multiprocessing.Queue) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    start = time.perf_counter()
+    con.read_parquet(source).write_parquet(target, compression="zstd")
+    elapsed = time.perf_counter() - start
+    queue.put((elapsed, _peak_rss_mb(), None, None))
+
+
+def _in_child(target: object, *args: str) -> tuple:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    proc.start()
+    result = queue.get()
+    proc.join()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    import duckdb
+
+    with tempfile.TemporaryDirectory(prefix="tm-bench-") as tmp:
+        source = str(Path(tmp) / "input.parquet")
+        start = time.perf_counter()
+        # The path is ours (a temp folder) and COPY takes no parameter for it.
+        duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
+        print(f"generated {args.rows:,} rows in {time.perf_counter() - start:.1f}s "
+              f"({Path(source).stat().st_size / 2**20:.0f} MiB)")
+
+        loads, copies = [], []
+        for run in range(args.runs):
+            copy = _in_child(_run_duckdb_copy, source, str(Path(tmp) / f"copy{run}.parquet"))
+            copies.append(copy)
+            load = _in_child(_run_backfill, source, str(Path(tmp) / f"store{run}"))
+            loads.append(load)
+            assert load[2] == args.rows and load[3] == 0, load
+            print(f"run {run + 1}: backfill {load[0]:.2f}s ({args.rows / load[0]:,.0f} rows/s, "
+                  f"peak RSS {load[1]:,.0f} MiB); duckdb copy {copy[0]:.2f}s (peak RSS {copy[1]:,.0f} MiB)")
+
+        load_s = statistics.median(t for t, *_ in loads)
+        copy_s = statistics.median(t for t, *_ in copies)
+        print(f"median backfill: {load_s:.2f}s = {args.rows / load_s:,.0f} rows/s "
+              f"(target >= 1,000,000), peak RSS max {max(r for _, r, *_ in loads):,.0f} MiB (target < 4096)")
+        print(f"median duckdb copy: {copy_s:.2f}s; backfill / copy = {load_s / copy_s:.2f}x (target <= 3x)")
+
+
+if __name__ == "__main__":
+    main()

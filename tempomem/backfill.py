@@ -1,0 +1,762 @@
+"""Bulk backfill (SPEC §9): load history exported from elsewhere, keeping its belief times.
+
+Everything here is set-based: the input is bound to a DuckDB connection as a view, every rule
+(time parsing, rejection, fixes, duplicates, flags) is one SQL statement over all rows, and the
+resulting revision rows stream from DuckDB into one Delta commit as Arrow record batches.
+Python only builds the statements (from fixed templates; column names are quoted identifiers,
+every value is a bound parameter) and drives the stages.
+
+Stages, each a temporary table on a private connection:
+
+``_bf_checked``  every input row, parsed, with its first bad field (or none);
+``_bf_rows``     the loadable rows: exact repeats collapsed (artifacts merged), fact-level
+                 rejections removed, a ``fact_id`` given to each;
+``_bf_revs``     the revision rows to write (a row with a later ``retracted_at`` gives two).
+
+``resolve=True`` replays ``_bf_rows`` through the write path instead (:mod:`tempomem.writepath`).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from . import queries
+from .errors import BackfillError, TempomemError
+from .schema import EVENT_SCHEMA, LINK_TYPES
+from .times import MICROSECOND, UTC, system_clock
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+# -- the input columns of SPEC §9 ---------------------------------------------------------------
+
+REQUIRED = ("subject", "predicate", "object", "recorded_at")
+_STRINGS = ("fact_id", "scope", "subject", "predicate", "object", "text", "reason", "retraction_reason",
+            "source", "superseded_by", "link_type", "status")
+_TIMES = ("valid_from", "valid_to", "recorded_at", "retracted_at", "superseded_at")
+_NUMBERS = ("confidence", "weight")
+#: Every column backfill understands. ``status`` and ``superseded_at`` are not input columns in
+#: SPEC §9 but are columns of an export (``tempomem export``); honouring them makes the round
+#: trip exact. Every other column goes to ``attributes``.
+INPUT_COLUMNS = (*_STRINGS, *_TIMES, *_NUMBERS, "valid_from_inferred", "artifacts", "embedding", "attributes")
+#: Columns a store manages itself: never taken from input, and not kept as attributes either
+#: (an export carries them; they describe the old store, not the facts).
+_STORE_MANAGED = ("origin", "ingested_at", "revision", "believed_until", "__row")
+
+FILE_FORMATS = ("parquet", "csv", "jsonl")
+_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
+               ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_EPOCH_FACTORS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_BELIEF_STATUSES = ("live", "ended", "superseded", "retracted")
+
+#: A share of the loaded rows (and a minimum count) above which one instant shared by many
+#: rows looks like an export that stamped its own run time (SPEC §9).
+SHARED_SHARE = 0.2
+SHARED_MIN_ROWS = 100
+
+Progress = Callable[[str, int], None]
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+_REJECTED_SCHEMA = {"row": pl.Int64, "field": pl.String, "value": pl.String, "reason": pl.String}
+_FLAGS_SCHEMA = {"flag": pl.String, "count": pl.Int64, "example_row": pl.Int64}
+
+
+@dataclass(frozen=True)
+class BackfillReport:
+    """What a backfill read, loaded, rejected and noticed (SPEC §9).
+
+    ``rows_read`` = ``loaded`` + ``duplicates`` + ``rejected.height``. ``rejected`` has one row
+    per rejected input row (``row`` 0-based, its first bad ``field``, the ``value`` as text and
+    the ``reason``); ``flags`` one row per red flag raised (``flag``, ``count``,
+    ``example_row``). ``revisions`` is how many revision rows were written.
+
+    >>> report = mem.backfill("export.parquet")  # doctest: +SKIP
+    >>> report.loaded, report.rejected["reason"].to_list()  # doctest: +SKIP
+    """
+
+    rows_read: int
+    loaded: int
+    rejected: pl.DataFrame
+    fixed: int
+    duplicates: int
+    flags: pl.DataFrame
+    revisions: int = 0
+    origin: str = "backfill"
+    written: bool = field(default=False)
+
+    def flag_count(self, flag: str) -> int:
+        """How many rows raised ``flag`` (0 when it was not raised)."""
+        hit = self.flags.filter(pl.col("flag") == flag)
+        return int(hit["count"][0]) if hit.height else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (the CLI's ``--json``)."""
+        return {
+            "rows_read": self.rows_read, "loaded": self.loaded, "rejected": self.rejected.to_dicts(),
+            "fixed": self.fixed, "duplicates": self.duplicates, "flags": self.flags.to_dicts(),
+            "revisions": self.revisions, "origin": self.origin, "written": self.written,
+        }
+
+    def __repr__(self) -> str:
+        lines = [
+            f"BackfillReport ({self.origin}{'' if self.written else ', nothing written'})",
+            f"  rows read   {self.rows_read:>10}",
+            f"  loaded      {self.loaded:>10}   ({self.revisions} revisions)",
+            f"  rejected    {self.rejected.height:>10}",
+            f"  fixed spans {self.fixed:>10}",
+            f"  duplicates  {self.duplicates:>10}",
+        ]
+        if self.flags.height:
+            lines.append("  flags:")
+            lines += [f"    {f:<28} {c:>8}  e.g. row {r}" for f, c, r in self.flags.iter_rows()]
+        if self.rejected.height:
+            lines.append("  rejected rows (first 10):")
+            for row, fld, value, reason in self.rejected.head(10).iter_rows():
+                shown = value if value is None or len(value) <= 40 else value[:37] + "..."
+                lines.append(f"    row {row}: {fld} = {shown!r}: {reason}")
+        return "\n".join(lines)
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
+             lenient: bool = False, strict: bool = False, resolve: bool = False, epoch_unit: str = "s",
+             origin: str | None = None, progress: Progress | None = None,
+             extra_flags: pl.DataFrame | None = None) -> BackfillReport:
+    """Load ``data`` into ``mem`` keeping its belief times; see :meth:`Memory.backfill`.
+
+    ``origin`` overrides the stored origin (importers pass ``import:<format>``); ``progress``
+    is called as ``progress(stage, rows_done)``; ``extra_flags`` (importers) adds flag rows.
+    """
+    if epoch_unit not in _EPOCH_FACTORS:
+        raise TempomemError(f"epoch_unit: must be one of {', '.join(_EPOCH_FACTORS)}, got {epoch_unit!r}")
+    if format is not None and format not in FILE_FORMATS:
+        from . import importers
+
+        if format not in importers.FORMATS:
+            known = ", ".join((*FILE_FORMATS, *importers.FORMATS))
+            raise TempomemError(f"format: must be one of {known}, got {format!r}")
+        return importers.FORMATS[format](mem, data, lenient=lenient, strict=strict, resolve=resolve,
+                                         progress=progress)
+    origin = origin or "backfill"
+    notify = progress or (lambda stage, done: None)
+    storage = mem._storage
+    with mem._lock, storage.writer_lock():
+        con = mem.connect()
+        try:
+            _bind_input(con, data, format)
+            notify("read", 0)
+            columns = _rename(con, mapping or {})
+            settings = storage.read_settings()
+            now = system_clock()
+            loader = _Loader(con, columns, lenient=lenient, epoch_unit=epoch_unit, now=now)
+            loader.check_rows()
+            notify("checked", loader.rows_read)
+            loader.collapse_and_check_facts(resolve=resolve)
+            report_parts = loader.report_parts(settings, resolve=resolve, extra_flags=extra_flags)
+            report = BackfillReport(**report_parts, origin=origin)
+            if strict and report.rejected.height:
+                raise BackfillError(
+                    f"backfill: {report.rejected.height} of {report.rows_read} rows rejected and strict=True; "
+                    f"nothing was loaded (first: row {report.rejected['row'][0]}, {report.rejected['field'][0]}: "
+                    f"{report.rejected['reason'][0]})",
+                    report,
+                )
+            if resolve:
+                from .resolve import replay
+
+                revisions = replay(mem, con, settings, origin=origin, ingested_at=now, notify=notify)
+            else:
+                revisions = _write_as_given(mem, con, origin=origin, ingested_at=now, notify=notify)
+            return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
+        finally:
+            con.close()
+
+
+# -- binding the input --------------------------------------------------------------------------
+
+def _quote(name: str) -> str:
+    """A column name as a SQL identifier (names are identifiers, never values)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def input_files(path: str | os.PathLike[str], format: str | None) -> tuple[list[str], str]:
+    """The files a path names (a file, a folder or a glob) and their format."""
+    text = os.fspath(path)
+    if os.path.isdir(text):
+        files = sorted(str(p) for p in Path(text).iterdir()
+                       if p.is_file() and (format is not None or p.suffix.lower() in _EXTENSIONS)
+                       and not p.name.startswith((".", "_")))
+    elif any(ch in text for ch in "*?["):
+        files = sorted(glob.glob(text))
+    else:
+        if not os.path.exists(text):
+            raise TempomemError(f"data: no file or folder {text}")
+        files = [text]
+    if not files:
+        raise TempomemError(f"data: {text} names no input files")
+    formats = {format or _EXTENSIONS.get(Path(f).suffix.lower()) for f in files}
+    if None in formats:
+        raise TempomemError(f"data: cannot tell the format of {text}; pass format= ({', '.join(FILE_FORMATS)})")
+    if len(formats) > 1:
+        raise TempomemError(f"data: {text} mixes formats ({', '.join(sorted(formats))}); load them separately")
+    return files, formats.pop()  # type: ignore[return-value]
+
+
+def _bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -> None:
+    """Create the view ``_bf_src``: the input columns plus ``__row``, its 0-based position."""
+    if isinstance(data, str | os.PathLike):
+        files, fmt = input_files(data, format)
+        try:
+            if fmt == "parquet":
+                # file_row_number restarts in every file: add the rows of the files before it.
+                con.sql(
+                    """CREATE TEMP TABLE _bf_offsets AS
+                       SELECT file_name, sum(num_rows) OVER (ORDER BY idx) - num_rows AS offset_rows
+                       FROM (SELECT file_name, num_rows, list_position($files, file_name) AS idx
+                             FROM parquet_file_metadata($files))""",
+                    params={"files": files},
+                )
+                src = con.read_parquet(files, file_row_number=True, filename=True)
+                src.create_view("_bf_file", replace=True)
+                con.execute("""CREATE TEMP VIEW _bf_src AS
+                    SELECT CAST(o.offset_rows + f.file_row_number AS BIGINT) AS __row,
+                           f.* EXCLUDE (file_row_number, filename)
+                    FROM _bf_file f JOIN _bf_offsets o ON o.file_name = f.filename""")
+                return
+            if fmt == "csv":
+                rel = con.read_csv(files, all_varchar=True, header=True)
+            else:
+                rel = con.read_json(files, format="newline_delimited")
+        except duckdb.Error as exc:
+            raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
+        rel.create_view("_bf_file", replace=True)
+        # One file read in order: row_number over the scan is the input position.
+        con.execute("CREATE TEMP TABLE _bf_src AS SELECT CAST(row_number() OVER () - 1 AS BIGINT) AS __row, * "
+                    "FROM _bf_file")
+        return
+    table = _as_arrow(data)
+    if "__row" not in table.column_names:
+        table = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    con.register("_bf_arrow", table)
+    con.execute("CREATE TEMP VIEW _bf_src AS SELECT * FROM _bf_arrow")
+
+
+def _as_arrow(data: Any) -> pa.Table:
+    """An in-memory input as an Arrow table."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, pl.DataFrame):
+        return data.to_arrow()
+    if isinstance(data, pl.LazyFrame):
+        return data.collect().to_arrow()
+    if isinstance(data, duckdb.DuckDBPyRelation):
+        return data.to_arrow_table()
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, list):
+        return _dicts_to_arrow(data)
+    raise TempomemError(
+        f"data: expected a path, a Polars/pandas/Arrow frame, a DuckDB relation or a list of dicts, "
+        f"got {type(data).__name__}"
+    )
+
+
+def _dicts_to_arrow(rows: list[Any]) -> pa.Table:
+    """A list of dicts as Arrow; a column mixing types (say datetimes and strings) becomes text."""
+    if not all(isinstance(r, dict) for r in rows):
+        raise TempomemError("data: a list input must hold dicts")
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    arrays = {}
+    for name in names:
+        values = [r.get(name) for r in rows]
+        try:
+            arrays[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays[name] = pa.array([None if v is None else v.isoformat() if isinstance(v, datetime) else str(v)
+                                     for v in values], pa.string())
+    return pa.table(arrays) if names else pa.table({"__row": pa.array([], pa.int64())})
+
+
+def _rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str, str]:
+    """Apply ``mapping`` as the view ``_bf_in``; returns its columns and their DuckDB types."""
+    described = con.sql("SELECT * FROM _bf_src LIMIT 0")
+    source = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
+    for src, dst in mapping.items():
+        if src not in source:
+            names = ", ".join(c for c in source if c != "__row")
+            raise TempomemError(f"mapping: the input has no column {src!r} (columns: {names})")
+        if not isinstance(dst, str) or not dst:
+            raise TempomemError(f"mapping: {src!r} must map to a column name")
+    targets = [mapping.get(c, c) for c in source]
+    clash = {t for t in targets if targets.count(t) > 1}
+    if clash:
+        raise TempomemError(f"mapping: more than one input column becomes {sorted(clash)[0]!r}")
+    keep = [(c, mapping.get(c, c)) for c in source if mapping.get(c, c) not in _STORE_MANAGED or c == "__row"]
+    select = ", ".join(f"{_quote(c)} AS {_quote(d)}" for c, d in keep)
+    con.execute(f"CREATE TEMP VIEW _bf_in AS SELECT {select} FROM _bf_src")
+    columns = {d: source[c] for c, d in keep if d != "__row"}
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise TempomemError(
+            f"{missing[0]}: the input has no {missing[0]} column (columns: {', '.join(columns) or 'none'}); "
+            f"name one with mapping={{'your_column': '{missing[0]}'}}"
+        )
+    return columns
+
+
+# -- parsing and checking every row (one statement) ----------------------------------------------
+
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
+            "UBIGINT", "FLOAT", "DOUBLE")
+
+
+def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
+    """SQL turning column ``col`` (a quoted identifier) of ``duck_type`` into TIMESTAMPTZ (SPEC §2).
+
+    Strings: ``"2024"`` and ``"2024-06"`` are the earliest instant of the year or month, a run
+    of 7 or more digits is an epoch number in ``epoch_unit``, anything else is cast (offsets
+    honoured, no offset = UTC). Numbers are epochs; naive timestamps and dates are UTC. A value
+    that cannot be read gives NULL. The factor is a literal from a fixed table, never input.
+    """
+    factor = _EPOCH_FACTORS[epoch_unit]
+    t = duck_type.upper()
+    if t.startswith("TIMESTAMP") or t == "DATE":
+        return f"CAST({col} AS TIMESTAMPTZ)"
+    if t in _NUMERIC or t.startswith("DECIMAL"):
+        return f"CAST(try(make_timestamp(CAST(round(CAST({col} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ)"
+    if t == "VARCHAR":
+        s = f"trim({col})"
+        # The common case (a full ISO string) is one cast; the patterns only see what it refused.
+        return (
+            f"coalesce(TRY_CAST({s} AS TIMESTAMPTZ), "
+            f"CASE WHEN regexp_full_match({s}, '[0-9]{{4}}') THEN TRY_CAST({s} || '-01-01' AS TIMESTAMPTZ) "
+            f"WHEN regexp_full_match({s}, '[0-9]{{4}}-[0-9]{{2}}') THEN TRY_CAST({s} || '-01' AS TIMESTAMPTZ) "
+            f"WHEN regexp_full_match({s}, '-?[0-9]{{7,}}([.][0-9]*)?') THEN CAST(try(make_timestamp("
+            f"CAST(round(CAST({s} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ) "
+            "END)"
+        )
+    return "CAST(NULL AS TIMESTAMPTZ)"
+
+
+def _text_sql(col: str, duck_type: str) -> str:
+    """A column as text, NULL when empty or blank (a blank subject is a missing one)."""
+    return f"nullif(trim(CAST({col} AS VARCHAR)), '')" if duck_type != "VARCHAR" else \
+        f"CASE WHEN trim({col}) = '' THEN NULL ELSE {col} END"
+
+
+def _list_sql(col: str, duck_type: str, element: str) -> str:
+    if duck_type == "VARCHAR":
+        # A JSON list ('["a","b"]'), a DuckDB list literal, or one bare value (artifacts only).
+        bare = f"[{col}]" if element == "VARCHAR" else "NULL"
+        return (f"CASE WHEN trim({col}) = '' THEN NULL "
+                f"WHEN starts_with(trim({col}), '[') THEN coalesce(try(from_json({col}, '[\"{element}\"]')), "
+                f"TRY_CAST({col} AS {element}[])) ELSE {bare} END")
+    return f"TRY_CAST({col} AS {element}[])"
+
+
+class _Loader:
+    """The SQL stages of one backfill on its private connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, columns: dict[str, str], *, lenient: bool,
+                 epoch_unit: str, now: datetime) -> None:
+        self.con = con
+        self.columns = columns
+        self.lenient = lenient
+        self.epoch_unit = epoch_unit
+        self.now = now
+        self.params = {"now": now, "lenient": lenient}
+        self.rows_read = 0
+        self.has_fact_id = "fact_id" in columns
+
+    # stage 1 ------------------------------------------------------------------------------
+    def _parsed_select(self) -> tuple[str, dict[str, Any]]:
+        cols, params = self.columns, {}
+        out = ["__row"]
+        for name in _STRINGS:
+            out.append(f"{_text_sql(_quote(name), cols[name])} AS {name}" if name in cols
+                       else f"CAST(NULL AS VARCHAR) AS {name}")
+        for name in _TIMES:
+            if name in cols:
+                out.append(f"{time_sql(_quote(name), cols[name], self.epoch_unit)} AS {name}")
+                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
+            else:
+                out += [f"CAST(NULL AS TIMESTAMPTZ) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+        for name in _NUMBERS:
+            if name in cols:
+                out.append(f"TRY_CAST({_quote(name)} AS DOUBLE) AS {name}")
+                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
+            else:
+                out += [f"CAST(NULL AS DOUBLE) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+        if "valid_from_inferred" in cols:
+            out.append('TRY_CAST("valid_from_inferred" AS BOOLEAN) AS valid_from_inferred')
+            out.append("nullif(trim(CAST(\"valid_from_inferred\" AS VARCHAR)), '') AS _raw_valid_from_inferred")
+        else:
+            out += ["CAST(NULL AS BOOLEAN) AS valid_from_inferred", "CAST(NULL AS VARCHAR) AS _raw_valid_from_inferred"]
+        for name, element in (("artifacts", "VARCHAR"), ("embedding", "FLOAT")):
+            if name in cols:
+                out.append(f"{_list_sql(_quote(name), cols[name], element)} AS {name}")
+                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
+            else:
+                out += [f"CAST(NULL AS {element}[]) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+        out.append(f"{self._attributes_sql(params)} AS attributes")
+        return ", ".join(out), params
+
+    def _attributes_sql(self, params: dict[str, Any]) -> str:
+        """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
+        extra = [c for c in self.columns if c not in INPUT_COLUMNS]
+        pieces = []
+        for i, name in enumerate(extra):
+            params[f"attr{i}"] = name
+            pieces += [f"$attr{i}", _quote(name)]
+        # merge_patch onto {} drops the keys whose value is null (a row without that field).
+        extra_json = (f"nullif(CAST(json_merge_patch('{{}}', json_object({', '.join(pieces)})) AS VARCHAR), '{{}}')"
+                      if extra else None)
+        given = None
+        if "attributes" in self.columns:
+            t = self.columns["attributes"]
+            if t == "VARCHAR":
+                given = ('CASE WHEN "attributes" IS NULL OR trim("attributes") = \'\' THEN NULL '
+                         'WHEN json_valid("attributes") THEN "attributes" '
+                         'ELSE CAST(to_json("attributes") AS VARCHAR) END')
+            else:
+                given = 'CAST(to_json("attributes") AS VARCHAR)'
+        if given and extra_json:
+            return (f"CASE WHEN ({extra_json}) IS NULL THEN {given} WHEN ({given}) IS NULL THEN {extra_json} "
+                    f"ELSE CAST(json_merge_patch({given}, {extra_json}) AS VARCHAR) END")
+        return given or extra_json or "CAST(NULL AS VARCHAR)"
+
+    def _rules(self) -> list[tuple[str, str, str, str]]:
+        """(condition, field, value SQL, reason SQL) in order: a row's first hit rejects it."""
+        rules: list[tuple[str, str, str, str]] = []
+        for name in ("subject", "predicate", "object"):
+            rules.append((f"{name} IS NULL", name, f"CAST({name} AS VARCHAR)", "'required, got nothing'"))
+        unreadable = "'cannot read ' || _raw_{0} || ' as a time'"
+        rules += [
+            ("_raw_recorded_at IS NULL", "recorded_at", "NULL",
+             "'required: a belief time is never invented'"),
+            ("recorded_at IS NULL", "recorded_at", "_raw_recorded_at", unreadable.format("recorded_at")),
+            ("NOT $lenient AND recorded_at > $now", "recorded_at", "_raw_recorded_at",
+             "'belief_from_future: recorded_at is after the real clock (pass lenient=True to load it)'"),
+        ]
+        for name in ("valid_from", "valid_to", "superseded_at"):
+            rules.append((f"NOT $lenient AND _raw_{name} IS NOT NULL AND {name} IS NULL", name, f"_raw_{name}",
+                          unreadable.format(name) + " || ' (lenient=True reads it as missing)'"))
+        rules += [
+            ("_raw_retracted_at IS NOT NULL AND retracted_at IS NULL", "retracted_at", "_raw_retracted_at",
+             unreadable.format("retracted_at")),
+            ("NOT $lenient AND retracted_at > $now", "retracted_at", "_raw_retracted_at",
+             "'belief_from_future: retracted_at is after the real clock (pass lenient=True to load it)'"),
+            ("retracted_at < recorded_at", "retracted_at", "_raw_retracted_at",
+             "'retracted_before_recorded: retracted_at is before recorded_at'"),
+            ("_raw_confidence IS NOT NULL AND (confidence IS NULL OR isnan(confidence) OR confidence < 0 "
+             "OR confidence > 1)", "confidence", "_raw_confidence", "'must be a number between 0 and 1'"),
+            ("_raw_weight IS NOT NULL AND (weight IS NULL OR isnan(weight) OR weight < 0)", "weight", "_raw_weight",
+             "'must be a number >= 0'"),
+            ("link_type IS NOT NULL AND NOT list_contains($link_types, link_type)", "link_type", "link_type",
+             "'must be one of ' || array_to_string($link_types, ', ')"),
+            ("_raw_valid_from_inferred IS NOT NULL AND valid_from_inferred IS NULL", "valid_from_inferred",
+             "_raw_valid_from_inferred", "'must be true or false'"),
+            ("_raw_artifacts IS NOT NULL AND artifacts IS NULL", "artifacts", "_raw_artifacts",
+             "'expected a list of strings (or a JSON list)'"),
+            ("_raw_embedding IS NOT NULL AND embedding IS NULL", "embedding", "_raw_embedding",
+             "'expected a list of numbers'"),
+            ("status IS NOT NULL AND NOT list_contains($statuses, status)", "status", "status",
+             "'must be one of ' || array_to_string($statuses, ', ') || ' (erased facts cannot be loaded)'"),
+        ]
+        return rules
+
+    def check_rows(self) -> None:
+        """Stage 1: parse every row and find its first bad field (``_bf_checked``)."""
+        parsed, params = self._parsed_select()
+        rules = self._rules()
+        bad_field = "CASE " + " ".join(f"WHEN {c} THEN '{f}'" for c, f, _, _ in rules) + " END"
+        bad_value = "CASE " + " ".join(f"WHEN {c} THEN {v}" for c, _, v, _ in rules) + " END"
+        bad_reason = "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, _, _, r in rules) + " END"
+        self.params.update(params, link_types=list(LINK_TYPES), statuses=list(_BELIEF_STATUSES))
+        self.con.execute(
+            f"""CREATE TEMP TABLE _bf_checked AS
+                SELECT *, {bad_field} AS _bad_field, CAST({bad_value} AS VARCHAR) AS _bad_value,
+                       {bad_reason} AS _bad_reason
+                FROM (SELECT {parsed} FROM _bf_in)""",
+            self.params,
+        )
+        self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked").fetchall()[0][0]
+
+    # stage 2 ------------------------------------------------------------------------------
+    def collapse_and_check_facts(self, *, resolve: bool) -> None:
+        """Stage 2: exact repeats loaded once, fixed spans, fact ids, fact-level rejections."""
+        self.con.execute(_ROWS_SQL)
+        self.con.execute("CREATE TEMP TABLE _bf_fact_rejects "
+                         "(row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
+        if self.has_fact_id and not resolve:
+            self.con.execute(_FACT_REJECTS_SQL)
+            self.con.execute("DELETE FROM _bf_rows WHERE __row IN (SELECT row FROM _bf_fact_rejects)")
+
+    # report -------------------------------------------------------------------------------
+    def report_parts(self, settings: dict[str, Any], *, resolve: bool,
+                     extra_flags: pl.DataFrame | None) -> dict[str, Any]:
+        con = self.con
+        rejected = queries.frame(con, """
+            SELECT __row AS row, _bad_field AS field, _bad_value AS value, _bad_reason AS reason
+            FROM _bf_checked WHERE _bad_field IS NOT NULL
+            UNION ALL SELECT * FROM _bf_fact_rejects ORDER BY row""").cast(_REJECTED_SCHEMA)  # type: ignore[arg-type]
+        ok, loaded, fixed = con.sql(
+            "SELECT (SELECT count(*) FROM _bf_checked WHERE _bad_field IS NULL), count(*), "
+            "count(*) FILTER (WHERE _fixed) FROM _bf_rows").fetchall()[0]
+        fact_rejects = con.sql("SELECT count(*) FROM _bf_fact_rejects").fetchall()[0][0]
+        multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
+        flags = queries.frame(con, _FLAGS_SQL, {
+            "now": self.now, "share": SHARED_SHARE, "min_rows": SHARED_MIN_ROWS, "multi": multi,
+            "check_overlaps": not resolve, "lenient": self.lenient,
+        })
+        if extra_flags is not None and extra_flags.height:
+            flags = pl.concat([flags.cast(_FLAGS_SCHEMA), extra_flags.cast(_FLAGS_SCHEMA)])  # type: ignore[arg-type]
+        return {"rows_read": self.rows_read, "loaded": loaded, "rejected": rejected, "fixed": fixed,
+                "duplicates": ok - loaded - fact_rejects, "flags": flags.cast(_FLAGS_SCHEMA).sort("flag")}  # type: ignore[arg-type]
+
+
+# Stage 2 in SQL. Exact repeats: rows equal in every normalised column but artifacts are
+# found through a hash first (one cheap grouping on a number), and only rows sharing a hash
+# are compared in full. An end before its start keeps the end and moves the start back to it.
+_ROWS_SQL = """
+CREATE TEMP TABLE _bf_rows AS
+WITH ok AS (
+    SELECT * EXCLUDE (_bad_field, _bad_value, _bad_reason,
+                      _raw_valid_from, _raw_valid_to, _raw_recorded_at, _raw_retracted_at, _raw_superseded_at,
+                      _raw_confidence, _raw_weight, _raw_valid_from_inferred, _raw_artifacts, _raw_embedding),
+           hash(fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source,
+                superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at,
+                superseded_at, confidence, weight, valid_from_inferred, embedding, attributes) AS _h
+    FROM _bf_checked WHERE _bad_field IS NULL
+),
+repeated AS (SELECT _h FROM ok GROUP BY _h HAVING count(*) > 1),
+single AS (SELECT * FROM ok ANTI JOIN repeated USING (_h)),
+merged AS (
+    SELECT min(__row) AS __row, fact_id, scope, subject, predicate, object, text, reason, retraction_reason,
+           source, superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at,
+           superseded_at, confidence, weight, valid_from_inferred, embedding, attributes,
+           flatten(list(coalesce(artifacts, []) ORDER BY __row)) AS artifacts
+    FROM ok SEMI JOIN repeated USING (_h)
+    GROUP BY ALL
+),
+kept AS (
+    SELECT * EXCLUDE (_h) FROM single
+    UNION ALL BY NAME
+    SELECT * REPLACE (list_filter(artifacts, lambda a, i: list_position(artifacts, a) = i) AS artifacts) FROM merged
+)
+SELECT * REPLACE (
+           CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
+           coalesce(fact_id, printf('%014x', greatest(epoch_us(recorded_at), 0))
+                    || substr(replace(CAST(uuid() AS VARCHAR), '-', ''), 1, 15)) AS fact_id,
+           coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
+               AS valid_from_inferred),
+       coalesce(valid_to < valid_from, false) AS _fixed,
+       valid_from IS NULL AS _no_start
+FROM kept
+"""
+
+# Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
+# belief times and not follow its retraction. A fact_id already in the store is refused:
+# backfill adds facts, it does not rewrite a stored fact's history.
+_FACT_REJECTS_SQL = """
+INSERT INTO _bf_fact_rejects
+WITH ordered AS (
+    SELECT r.*,
+           first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
+           lag(r.recorded_at) OVER w AS prev_recorded_at,
+           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
+    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_rows) r
+    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
+)
+SELECT __row, 'fact_id', fact_id,
+       CASE WHEN fact_id IN (SELECT e.fact_id FROM _tm_events e)
+                THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
+            WHEN scope || chr(0) || subject || chr(0) || predicate <> first_key
+                THEN 'an earlier row of this fact has another scope, subject or predicate'
+            WHEN recorded_at = prev_recorded_at
+                THEN 'another row of this fact has the same recorded_at'
+            ELSE 'this fact was already retracted at ' || CAST(prev_retracted_at AS VARCHAR) END
+FROM ordered
+WHERE fact_id IN (SELECT e.fact_id FROM _tm_events e)
+   OR scope || chr(0) || subject || chr(0) || predicate <> first_key
+   OR recorded_at = prev_recorded_at
+   OR recorded_at >= prev_retracted_at
+"""
+
+# The red flags of SPEC §9, one row each when raised. Counts are of input rows.
+_FLAGS_SQL = """
+WITH loaded AS (SELECT count(*) AS n FROM _bf_rows),
+shared_from AS (
+    SELECT valid_from AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
+    WHERE valid_from IS NOT NULL AND NOT _fixed GROUP BY valid_from ORDER BY c DESC, t LIMIT 1
+),
+shared_recorded AS (
+    SELECT recorded_at AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
+    GROUP BY recorded_at ORDER BY c DESC, t LIMIT 1
+),
+-- Revisions of single-valued keys with more than one value in this load, with their belief
+-- intervals, for the overlap test (the same rule as check()).
+multi_keys AS (
+    SELECT scope, subject, predicate FROM _bf_rows
+    WHERE $check_overlaps AND NOT list_contains($multi, predicate)
+    GROUP BY ALL HAVING count(DISTINCT object) > 1
+),
+revs AS (
+    SELECT r.__row, r.fact_id, coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
+           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+           lead(r.recorded_at) OVER (PARTITION BY r.fact_id ORDER BY r.recorded_at) AS next_recorded_at
+    FROM _bf_rows r SEMI JOIN multi_keys k
+      ON coalesce(r.scope, 'default') = coalesce(k.scope, 'default') AND r.subject = k.subject
+     AND r.predicate = k.predicate
+),
+believed AS (
+    SELECT *, CASE WHEN retracted_at > recorded_at
+                   THEN least(retracted_at, coalesce(next_recorded_at, retracted_at))
+                   ELSE next_recorded_at END AS believed_until
+    FROM revs WHERE retracted_at IS NULL OR retracted_at > recorded_at
+),
+overlapping AS (
+    SELECT a.__row FROM believed a JOIN believed b
+      ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+     AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+     AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
+     AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
+    GROUP BY a.__row
+)
+SELECT 'belief_from_future' AS flag, count(*) AS count, min(__row) AS example_row FROM _bf_checked
+WHERE recorded_at > $now OR retracted_at > $now HAVING count(*) > 0
+UNION ALL
+SELECT 'retracted_before_recorded', count(*), min(__row) FROM _bf_checked
+WHERE retracted_at < recorded_at HAVING count(*) > 0
+UNION ALL
+SELECT 'fixed_span', count(*), min(__row) FROM _bf_rows WHERE _fixed HAVING count(*) > 0
+UNION ALL
+SELECT 'inferred_start', count(*), min(__row) FROM _bf_rows WHERE _no_start HAVING count(*) > 0
+UNION ALL
+SELECT 'shared_valid_from', c, example FROM shared_from, loaded WHERE c > $share * n AND c >= $min_rows
+UNION ALL
+SELECT 'shared_recorded_at', c, example FROM shared_recorded, loaded WHERE c > $share * n AND c >= $min_rows
+UNION ALL
+SELECT 'overlapping_values', count(*), min(__row) FROM overlapping HAVING count(*) > 0
+UNION ALL
+SELECT 'unreadable_time', count(*), min(__row) FROM _bf_checked
+WHERE $lenient AND _bad_field IS NULL AND (
+      (_raw_valid_from IS NOT NULL AND valid_from IS NULL) OR (_raw_valid_to IS NOT NULL AND valid_to IS NULL)
+   OR (_raw_superseded_at IS NOT NULL AND superseded_at IS NULL))
+HAVING count(*) > 0
+"""
+
+
+# -- writing as given ---------------------------------------------------------------------------
+
+# One revision per row from recorded_at; a row retracted later also gives a retracted revision
+# at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
+_REVISIONS_SQL = """
+WITH base AS (
+    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted
+    FROM _bf_rows r
+),
+derived AS (
+    SELECT *, CASE WHEN status IN ('live', 'ended', 'superseded') THEN status
+                   WHEN superseded_by IS NOT NULL THEN 'superseded'
+                   WHEN valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status
+    FROM base
+),
+revs AS (
+    SELECT __row, fact_id, recorded_at,
+           CASE WHEN born_retracted THEN retracted_at END AS retracted_at,
+           CASE WHEN born_retracted THEN 'retracted' ELSE belief_status END AS status,
+           CASE WHEN born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END AS reason,
+           0 AS part, * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
+    FROM derived
+    UNION ALL BY NAME
+    SELECT __row, fact_id, retracted_at AS recorded_at, retracted_at, 'retracted' AS status,
+           coalesce(retraction_reason, reason) AS reason, 1 AS part,
+           * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
+    FROM derived WHERE retracted_at > recorded_at
+)
+SELECT fact_id, scope_ AS scope, subject, predicate, object,
+       coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
+       valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at,
+       coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at,
+       superseded_by, status, reason, source, confidence,
+       CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
+       coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
+       coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
+       CAST({revision} AS INTEGER) AS revision
+FROM revs
+ORDER BY scope, subject, predicate, fact_id, revision
+"""
+_REVISION_BY_ROW = "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"
+_REVISION_ONE_ROW_PER_FACT = "1 + part"
+
+_BATCH_ROWS = 256 * 1024
+
+
+def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, origin: str, ingested_at: datetime,
+                    notify: Progress) -> int:
+    """Stream the revision rows into one Delta commit; keep the store clock where it was."""
+    total, has_ids = con.sql(
+        "SELECT count(*) + count(*) FILTER (WHERE retracted_at > recorded_at), count(*) > count(DISTINCT fact_id) "
+        "FROM _bf_rows").fetchall()[0]
+    if total == 0:
+        return 0
+    revision = _REVISION_BY_ROW if has_ids else _REVISION_ONE_ROW_PER_FACT
+    rel = con.sql(_REVISIONS_SQL.format(revision=revision),
+                  params={"origin": origin, "ingested_at": ingested_at})
+    last_api_us = _last_api_us(mem, con)  # before the stream opens: it holds the connection
+    source = rel.to_arrow_reader(_BATCH_ROWS)
+    written = [0]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in source:
+            written[0] += batch.num_rows
+            notify("write", written[0])
+            yield batch
+
+    commit_rows(mem, pa.RecordBatchReader.from_batches(source.schema, batches()).cast(EVENT_SCHEMA), last_api_us)
+    return written[0]
+
+
+def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
+    """The last write-path belief time (µs), from the clock file when it is current."""
+    saved = mem._storage.read_clock()
+    if saved is not None and saved["version"] == mem._storage.snapshot().version:
+        return saved["last_recorded_us"]
+    last = queries.last_api_commit(con)
+    return None if last is None else (last - datetime.fromtimestamp(0, UTC)) // MICROSECOND
+
+
+def commit_rows(mem: Memory, rows: pa.RecordBatchReader | pa.Table, last_api_us: int | None) -> None:
+    """Append backfilled revision rows in one commit without moving the store clock.
+
+    The clock file is rewritten for the new version with the previous last write-path time
+    (``last_api_us``, from :func:`_last_api_us`), so the next write-path commit needs no scan:
+    backfilled times never count (SPEC §1.4).
+    """
+    storage = mem._storage
+    if isinstance(rows, pa.Table):
+        if rows.num_rows == 0:
+            return
+        storage.append(rows)
+    else:
+        storage.append_batches(rows)
+    storage.write_clock(storage.latest_version(), last_api_us)
+
+
+__all__ = ["BackfillReport", "backfill", "input_files", "time_sql"]

@@ -1,0 +1,108 @@
+"""``mem.diff``: what the store learned in a belief-time window, as five Polars frames (SPEC §8).
+
+The events come from the ``memory_diff`` macro in ``macros.sql`` (one row per event, with a
+``bucket`` column); this module only validates the arguments, applies the optional key
+filters as bound parameters and splits the rows into the frames of :class:`MemoryDiff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from .erasure import hash_subject
+from .errors import TempomemError
+from .queries import frame
+from .schema import FACT_COLUMNS
+from .times import TimeLike, to_utc
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+#: Columns of ``MemoryDiff.changed``, in order (SPEC §8).
+CHANGED_COLUMNS = [
+    "before_fact_id", "before_object", "before_valid_from", "before_valid_to",
+    "after_fact_id", "after_object", "after_valid_from", "after_valid_to",
+    "subject", "predicate", "recorded_at", "reason",
+]
+NEW_ENTITY_COLUMNS = ["scope", "subject", "recorded_at"]
+FORGOTTEN_COLUMNS = ["scope", "subject", "recorded_at", "reason"]
+_BUCKET_COLUMNS = {
+    "created": FACT_COLUMNS,
+    "changed": CHANGED_COLUMNS,
+    "retracted": FACT_COLUMNS,
+    "new_entities": NEW_ENTITY_COLUMNS,
+    "forgotten_entities": FORGOTTEN_COLUMNS,
+}
+
+# Key filters on the macro's rows; entity buckets have no predicate, so a predicate filter
+# leaves them alone. Forgotten subjects are stored hashed: the caller's names are hashed too.
+_DIFF_QUERY = """
+SELECT * FROM memory_diff($from_at, $to_at) AS d
+WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
+  AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
+       OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
+ORDER BY d.event_at, d.bucket, d.fact_id, d.before_fact_id, d.subject
+"""
+
+
+@dataclass(frozen=True)
+class MemoryDiff:
+    """What the store learned in ``[from_at, to_at)`` of belief time (SPEC §8).
+
+    ``created`` and ``retracted`` have the ``facts`` columns, ``changed`` the before/after
+    columns, ``new_entities`` (``scope``, ``subject``, ``recorded_at``) and
+    ``forgotten_entities`` (``scope``, hashed ``subject``, ``recorded_at``, ``reason``).
+    """
+
+    created: pl.DataFrame
+    changed: pl.DataFrame
+    retracted: pl.DataFrame
+    new_entities: pl.DataFrame
+    forgotten_entities: pl.DataFrame
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{f.name}={getattr(self, f.name).height}" for f in fields(self))
+        return f"MemoryDiff({counts})"
+
+
+def _names(values: str | Iterable[str] | None, field: str) -> list[str] | None:
+    if values is None:
+        return None
+    items = [values] if isinstance(values, str) else list(values)
+    bad = [v for v in items if not isinstance(v, str)]
+    if bad:
+        raise TempomemError(f"{field}: expected strings, got {bad[0]!r}")
+    return items
+
+
+def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Iterable[str] | None = None,
+         predicates: str | Iterable[str] | None = None) -> MemoryDiff:
+    """What the store learned in the belief-time window ``[from_at, to_at)``.
+
+    Every fact event lies in exactly one of ``created``, ``changed`` and ``retracted`` and in
+    exactly one window, so the diffs of adjacent windows concatenate to the diff of their union.
+
+    >>> d = mem.diff("2026-03-01", "2026-04-01", subjects=["checkout-api"])  # doctest: +SKIP
+    >>> d.changed.select("before_object", "after_object")                    # doctest: +SKIP
+    """
+    lo = to_utc(from_at, field="from_at")
+    hi = to_utc(to_at, field="to_at")
+    if lo is None or hi is None:
+        raise TempomemError("from_at, to_at: both window bounds are required")
+    if hi < lo:
+        raise TempomemError(f"to_at: {hi.isoformat()} is before from_at {lo.isoformat()}")
+    names = _names(subjects, "subjects")
+    if names is not None:
+        salt = mem._storage.read_settings()["salt"]
+        names = names + [hash_subject(salt, n) for n in names]
+    params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
+    with mem._lock:
+        events = frame(mem._connection(), _DIFF_QUERY, params)
+    return MemoryDiff(**{
+        bucket: events.filter(pl.col("bucket") == bucket).select(columns)
+        for bucket, columns in _BUCKET_COLUMNS.items()
+    })

@@ -1,0 +1,106 @@
+"""``mem.forget``: erase a subject from every file of the store, leaving tombstones (SPEC §8).
+
+Erasure is the one operation that rewrites stored rows. It reads every revision, rewrites
+those of the erased facts (subject hashed, object/text/attributes/embedding/artifacts gone,
+status ``erased``), adds one tombstone revision per erased fact carrying the reason, scrubs
+the erased strings from the reasons of other facts that quote them ("superseded by fact …
+(IBAN)"), and replaces the whole table in one commit with :meth:`Storage.overwrite`, which
+deletes the old data files and the old log entries so the bytes are gone from disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from .errors import TempomemError
+from .schema import EVENT_SCHEMA, SORT_KEYS
+from .times import MICROSECOND, system_clock
+from .writepath import clean_reason
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+#: Prefix of a hashed (forgotten) subject; ``memory_diff`` finds erasures by it.
+HASH_PREFIX = "erased:"
+_SCRUBBED = "[erased]"
+
+
+def hash_subject(salt: str, name: str) -> str:
+    """The stable salted hash that replaces a forgotten subject's name.
+
+    >>> hash_subject("00", "customer-42")[:7]
+    'erased:'
+    """
+    return HASH_PREFIX + hashlib.sha256(f"{salt}\x00{name}".encode()).hexdigest()[:32]
+
+
+def forget(mem: Memory, subject: str, *, reason: str, scope: str | None = None) -> int:
+    """Erase ``subject`` (and every fact whose object is exactly it); return the facts erased.
+
+    Afterwards no Parquet file or log entry of the store holds the name, nor the erased
+    facts' objects or texts; each erased fact keeps its times as an ``erased`` tombstone whose
+    last revision carries ``reason``. ``scope=None`` erases it in every scope.
+
+    >>> mem.forget("customer-42", reason="GDPR request 2026-118")  # doctest: +SKIP
+    3
+    """
+    if not isinstance(subject, str) or not subject.strip():
+        raise TempomemError("subject: a non-empty subject name is required")
+    why = clean_reason(reason)
+    with mem._lock, mem._storage.writer_lock():
+        con = mem._connection()
+        commit_time = mem._commit_time(con, mem._storage.snapshot())
+        rows = pl.from_arrow(con.sql("SELECT * FROM _tm_events").to_arrow_table())
+        assert isinstance(rows, pl.DataFrame)
+        in_scope = pl.lit(True) if scope is None else pl.col("scope") == scope
+        hit = ((pl.col("subject") == subject) | (pl.col("object") == subject)) & in_scope
+        targets = rows.filter(hit & (pl.col("status") != "erased"))["fact_id"].unique()
+        if targets.is_empty():
+            where = "" if scope is None else f" in scope {scope!r}"
+            raise TempomemError(f"subject: {subject!r} is neither a subject nor an object of any fact{where}")
+        salt = mem._storage.read_settings()["salt"]
+        table, last_us = _erased_table(rows, targets, subject, hash_subject(salt, subject), why, commit_time)
+        mem._storage.overwrite(table.to_arrow())
+        mem._storage.write_clock(mem._storage.latest_version(), last_us)
+    return targets.len()
+
+
+def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str, reason: str,
+                  commit_time: datetime) -> tuple[pl.DataFrame, int]:
+    """All rows after erasure, sorted for storage, and the newest belief time in microseconds."""
+    erased = pl.col("fact_id").is_in(targets.implode())
+    gone = rows.filter(erased)
+    # Strings to scrub from reasons: the name, and each erased object the way the write path
+    # quotes it, "(object)", which cannot match inside a fact id.
+    quoted = [f"({o})" for o in gone["object"].drop_nulls().unique().to_list()]
+    patterns = sorted({name, *quoted}, key=len, reverse=True)
+    scrub = pl.col("reason").str.replace_many(patterns, [_SCRUBBED] * len(patterns))
+
+    tombstones = (
+        gone.sort("revision").group_by("fact_id").last()
+        .with_columns(
+            revision=pl.col("revision") + 1,
+            recorded_at=pl.max_horizontal(pl.lit(commit_time), pl.col("recorded_at") + MICROSECOND),
+            reason=pl.lit(reason),
+            ingested_at=pl.lit(system_clock()),
+        )
+    )
+    wiped = pl.concat([gone.with_columns(reason=scrub), tombstones.select(gone.columns)]).with_columns(
+        subject=pl.when(pl.col("subject") == name).then(pl.lit(hashed)).otherwise(pl.col("subject")),
+        object=pl.lit(None, pl.String),
+        text=pl.lit(None, pl.String),
+        attributes=pl.lit(None, pl.String),
+        embedding=pl.lit(None, pl.List(pl.Float32)),
+        artifacts=pl.lit([], pl.List(pl.String)),
+        status=pl.lit("erased"),
+    )
+    kept = rows.filter(~erased).with_columns(reason=scrub)
+    everything = pl.concat([kept, wiped]).sort(
+        [k for k, _ in SORT_KEYS], descending=[d == "descending" for _, d in SORT_KEYS]
+    )
+    last = tombstones["recorded_at"].max()
+    return everything.select(EVENT_SCHEMA.names), (last - datetime.fromtimestamp(0, last.tzinfo)) // MICROSECOND

@@ -1,0 +1,64 @@
+"""Caller frames for the analytics helpers (probes, decisions): checked, times read, in DuckDB.
+
+A frame may be Polars, pandas, Arrow, a DuckDB relation or a list of dicts. Its time columns
+may hold datetimes (naive = UTC), dates or ISO-8601 / partial-date strings (SPEC §2); they are
+read in one DuckDB statement, and the first row that cannot be read is reported by position.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from .backfill import _as_arrow, time_sql
+from .errors import TempomemError, TimeParseError
+
+ROW = "_tm_row"
+
+
+def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str,
+             required: tuple[str, ...], times: tuple[str, ...], optional: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Register ``data`` on ``con`` as the view ``name`` and return it as a Polars frame.
+
+    The view has ``_tm_row`` (the 0-based input position), the ``required`` columns, each
+    ``optional`` column present in the input (else NULL) as text, and ``times`` as TIMESTAMPTZ.
+    Raises :class:`TempomemError` naming ``field`` for a missing column or an unreadable time.
+    """
+    try:
+        table = _as_arrow(data)
+    except TempomemError as exc:
+        raise TempomemError(f"{field}: {str(exc).partition(': ')[2]}") from None
+    missing = [c for c in required if c not in table.column_names]
+    if missing:
+        raise TempomemError(f"{field}: no {missing[0]!r} column (columns: {', '.join(table.column_names) or 'none'})")
+    original = pl.from_arrow(table)
+    assert isinstance(original, pl.DataFrame)
+    original = original.with_row_index(ROW)
+    con.register(f"{name}_input", original.to_arrow())
+    described = con.sql(f"SELECT * FROM {name}_input LIMIT 0")
+    types = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
+    select = [f"{ROW}"]
+    for column in required:
+        if column in times:
+            select.append(f"{time_sql(_quote(column), types[column])} AS {_quote(column)}")
+        else:
+            select.append(f"CAST({_quote(column)} AS VARCHAR) AS {_quote(column)}")
+    for column in optional:
+        source = f"CAST({_quote(column)} AS VARCHAR)" if column in types else "CAST(NULL AS VARCHAR)"
+        select.append(f"{source} AS {_quote(column)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {', '.join(select)} FROM {name}_input")
+    for column in times:
+        bad = con.sql(
+            f"SELECT t.{ROW}, CAST(i.{_quote(column)} AS VARCHAR) FROM {name} t JOIN {name}_input i USING ({ROW}) "
+            f"WHERE t.{_quote(column)} IS NULL ORDER BY t.{ROW} LIMIT 1"
+        ).fetchall()
+        if bad:
+            row, value = bad[0]
+            raise TimeParseError(f"{field}: row {row}, {column}: cannot read {value!r} as a time")
+    return original
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

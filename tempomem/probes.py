@@ -1,0 +1,159 @@
+"""Divergence probes (SPEC §10): did the memory's belief at B about T match what we now know?
+
+A probe is ``(subject, predicate, valid_at, believed_at)``. For a whole frame of probes,
+:func:`divergence` answers both questions in one DuckDB interval join of the probes (an Arrow
+table) against ``revisions``: the latest revision of each fact gives the ``as_of`` answer (what
+we now know held at ``valid_at``), the revision that was the belief at ``believed_at`` gives the
+``as_believed`` answer. :func:`summary` turns the result into rates per predicate and source.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from .inputs import ROW, register
+from .queries import frame
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+#: The kinds of a probe, in the order they are decided.
+KINDS = ("same", "not_yet_known", "corrected", "learned_late")
+
+# The answers to each probe of the table `_tm_probes` (_tm_row, scope, subject, predicate,
+# valid_at, believed_at), shared with the decision audit. Probes with no scope (or a NULL one)
+# match every scope. A revision answers `as_believed` when it was the belief at believed_at,
+# not retracted, not erased and valid at valid_at; it answers `as_of` when it is the fact's
+# latest revision and the fact is neither retracted nor erased.
+ANSWERS_SQL = """
+WITH hits AS (
+    SELECT p._tm_row, r.fact_id, r.object, r.source,
+           tm_contains(r.recorded_at, r.believed_until, p.believed_at)
+               AND r.retracted_at IS NULL AND r.status <> 'erased'
+               AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS believed,
+           r.believed_until IS NULL AND r.status NOT IN ('retracted', 'erased')
+               AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
+           r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
+    FROM _tm_probes AS p
+    JOIN revisions AS r
+      ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
+),
+answers AS (
+    SELECT h._tm_row,
+           list_sort(list_distinct(list(h.object) FILTER (WHERE h.known))) AS known_objects,
+           list_sort(list_distinct(list(h.object) FILTER (WHERE h.believed))) AS believed_objects,
+           list({'fact_id': h.fact_id, 'object': h.object}) FILTER (WHERE h.believed) AS believed_facts,
+           list(h.fact_id) FILTER (WHERE h.retracted_now) AS retracted_ids,
+           arg_min(h.source, h.object) FILTER (WHERE h.believed) AS believed_source,
+           arg_min(h.source, h.object) FILTER (WHERE h.known) AS known_source
+    FROM hits AS h
+    WHERE h.believed OR h.known OR h.retracted_now
+    GROUP BY h._tm_row
+),
+believed_then AS (      -- the believed values, and those of them that were later retracted
+    SELECT a.*,
+           list_transform(list_filter(a.believed_facts, lambda b: list_contains(a.retracted_ids, b.fact_id)),
+                          lambda b: b.object) AS believed_retracted_objects
+    FROM answers AS a
+)
+"""
+
+_DIVERGENCE = ANSWERS_SQL + """,
+joined AS (
+    SELECT p._tm_row,
+           coalesce(a.believed_source, a.known_source) AS source,
+           CASE WHEN len(a.known_objects) > 0 THEN array_to_string(a.known_objects, ' | ') END AS as_of_object,
+           CASE WHEN len(a.believed_objects) > 0 THEN array_to_string(a.believed_objects, ' | ') END
+               AS as_believed_object,
+           coalesce(len(a.believed_retracted_objects) > 0, false) AS was_retracted
+    FROM _tm_probes AS p LEFT JOIN believed_then AS a ON a._tm_row = p._tm_row
+)
+SELECT j._tm_row, j.source, j.as_of_object, j.as_believed_object,
+       j.as_of_object IS DISTINCT FROM j.as_believed_object AS diverged,
+       CASE WHEN j.as_of_object IS NOT DISTINCT FROM j.as_believed_object THEN 'same'
+            WHEN j.as_believed_object IS NULL THEN 'not_yet_known'
+            WHEN j.was_retracted THEN 'corrected'
+            ELSE 'learned_late' END AS kind
+FROM joined AS j
+ORDER BY j._tm_row
+"""
+
+# Generated probes: one per fact recorded after its (known) start, halfway between its start
+# and its recording, about its start; one per retraction, halfway through the belief window
+# [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
+_GENERATED = """
+SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
+       f.valid_from AS valid_at,
+       f.valid_from + to_microseconds((epoch_us(f.recorded_at) - epoch_us(f.valid_from)) // 2) AS believed_at
+FROM facts AS f
+WHERE f.status NOT IN ('retracted', 'erased') AND f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
+  AND f.recorded_at > f.valid_from AND NOT tm_is_empty(f.valid_from, f.valid_to)
+UNION ALL
+SELECT 'retraction:' || g.fact_id, g.scope, g.subject, g.predicate,
+       coalesce(g.valid_from, g.valid_to - INTERVAL 1 MICROSECOND, g.believed_at), g.believed_at
+FROM (
+    SELECT f.*,
+           f.recorded_at + to_microseconds((epoch_us(f.retracted_at) - epoch_us(f.recorded_at)) // 2) AS believed_at
+    FROM facts AS f
+    WHERE f.status = 'retracted' AND f.retracted_at > f.recorded_at AND NOT tm_is_empty(f.valid_from, f.valid_to)
+) AS g
+ORDER BY probe_id
+"""
+
+
+def generate(mem: Memory) -> pl.DataFrame:
+    """The probes :func:`divergence` uses when given none: one inside each window of a wrong belief.
+
+    Columns ``probe_id`` (``learned_late:<fact_id>`` or ``retraction:<fact_id>``), ``scope``,
+    ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
+    """
+    with mem._lock:
+        return frame(mem._connection(), _GENERATED)
+
+
+def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
+    """Compare, per probe, what the memory believed at ``believed_at`` with what we now know.
+
+    ``probes``: a frame with ``subject``, ``predicate``, ``valid_at``, ``believed_at`` (and
+    optionally ``scope``, ``probe_id``); ``None`` generates them (:func:`generate`). The result
+    keeps the probe columns and adds ``source``, ``as_of_object``, ``as_believed_object``
+    (multi-valued answers sorted and joined by ``" | "``, NULL when nothing holds),
+    ``diverged`` and ``kind`` (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
+
+    >>> tm.probes.divergence(mem, [{"subject": "acct", "predicate": "iban",
+    ...     "valid_at": "2026-03-01", "believed_at": "2026-03-01"}])  # doctest: +SKIP
+    """
+    if probes is None:
+        probes = generate(mem)
+    con = mem.connect()
+    try:
+        original = register(con, probes, field="probes", name="_tm_probes",
+                            required=("subject", "predicate", "valid_at", "believed_at"),
+                            times=("valid_at", "believed_at"), optional=("scope",))
+        answers = frame(con, _DIVERGENCE)
+    finally:
+        con.close()
+    return original.join(answers, on=ROW, how="left", maintain_order="left").drop(ROW)
+
+
+def summary(result: pl.DataFrame) -> pl.DataFrame:
+    """Counts and divergence rate per ``predicate`` and ``source`` of a :func:`divergence` result.
+
+    Columns: ``predicate``, ``source``, ``probes``, ``diverged``, ``divergence_rate`` and one
+    count per kind (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
+
+    >>> tm.probes.summary(tm.probes.divergence(mem))  # doctest: +SKIP
+    """
+    return (
+        result.group_by("predicate", "source")
+        .agg(
+            pl.len().alias("probes"),
+            pl.col("diverged").sum().alias("diverged"),
+            *[(pl.col("kind") == k).sum().alias(k) for k in KINDS],
+        )
+        .with_columns((pl.col("diverged") / pl.col("probes")).alias("divergence_rate"))
+        .select("predicate", "source", "probes", "diverged", "divergence_rate", *KINDS)
+        .sort("predicate", "source", nulls_last=True)
+    )

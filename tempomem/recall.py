@@ -1,0 +1,174 @@
+"""Validity-constrained recall: embeddings as derived data, and similarity over a time slice.
+
+``embed`` fills missing embeddings in place (no new revision, no belief time moves);
+``recall`` runs the ``recall`` SQL macro (time slice first, cosine ranking second).
+
+Speed: tempomem's own DuckDB connection keeps two in-memory tables standing in for the views
+``_tm_vectors`` (fact_id, revision, embedding) and ``_tm_index`` (a slim copy of
+``revisions``). Vectors are cached per data file, so a commit only loads the files it added
+and drops the ones it removed (a compaction reloads everything once); the slim index is
+rebuilt when the store version changes. The macros run unchanged over either form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from .embed import Embedder, default_embedder
+from .errors import TempomemError
+from .queries import frame
+from .times import TimeLike, to_utc
+from .trust import trust_filters
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+
+@dataclass
+class _Cache:
+    """What the in-memory tables of one connection hold."""
+
+    con: duckdb.DuckDBPyConnection
+    files: dict[str, int] = field(default_factory=dict)  # data file -> rows lacking an embedding
+    index_version: int = -2
+
+
+def store_embedder(mem: Memory) -> Embedder:
+    """The store's embedder: the one given to ``tm.open``, else the local hashing embedder."""
+    if mem.embedder is None:
+        mem.embedder = default_embedder()
+    return mem.embedder
+
+
+def _vectors_table(fact_ids: pa.Array, revisions: pa.Array, vectors: np.ndarray) -> pa.Table:
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
+    lists = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]).cast(pa.list_(pa.float32()))
+    return pa.table({"fact_id": fact_ids, "revision": revisions, "embedding": lists})
+
+
+def _embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
+    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise TempomemError(f"embedder: returned shape {vectors.shape} for {len(texts)} texts")
+    return vectors
+
+
+def embed(mem: Memory, embedder: Embedder | None = None) -> int:
+    """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
+    embedder = embedder or store_embedder(mem)
+    with mem._lock, mem._storage.writer_lock():
+        con = mem._connection()
+        missing = con.sql(
+            """SELECT e.fact_id, e.revision, e.text FROM _tm_events AS e
+               WHERE e.embedding IS NULL AND e.status <> 'erased' AND e.text IS NOT NULL"""
+        ).to_arrow_table()
+        if missing.num_rows == 0:
+            return 0
+        # One model call per distinct text: revisions of a fact usually share their text.
+        texts = pl.from_arrow(missing.select(["text"]))
+        distinct = texts.unique(maintain_order=True)
+        vectors = _embed_texts(embedder, distinct["text"].to_list())
+        position = texts.join(distinct.with_row_index("i"), on="text", how="left", maintain_order="left")["i"]
+        table = _vectors_table(missing["fact_id"], missing["revision"], vectors[position.to_numpy()])
+        before = mem._storage.snapshot().version
+        saved = mem._storage.read_clock()
+        mem._storage.set_embeddings(table)
+        if saved is not None and saved["version"] == before:
+            # Belief time did not move: carry the store clock over to the new version.
+            mem._storage.write_clock(mem._storage.latest_version(), saved["last_recorded_us"])
+        return missing.num_rows
+
+
+def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
+    """Bring the in-memory vector and index tables of ``con`` up to the store's version."""
+    cache: _Cache | None = getattr(mem, "_recall_cache", None)
+    if cache is None or cache.con is not con:
+        con.execute("""CREATE OR REPLACE TABLE _tm_vector_cache
+                       (file VARCHAR, fact_id VARCHAR, revision INTEGER, embedding FLOAT[])""")
+        con.execute("CREATE OR REPLACE VIEW _tm_vectors AS "
+                    "SELECT c.fact_id, c.revision, c.embedding FROM _tm_vector_cache AS c")
+        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT e.* FROM _tm_events AS e")
+        cache = _Cache(con)
+        mem._recall_cache = cache  # type: ignore[attr-defined]
+    snap = mem._storage.snapshot()
+    current = set(snap.files)
+    gone = [f for f in cache.files if f not in current]
+    new = [f for f in snap.files if f not in cache.files]
+    if gone:
+        con.execute("DELETE FROM _tm_vector_cache WHERE list_contains($gone, file)", {"gone": gone})
+        for f in gone:
+            del cache.files[f]
+    if new:
+        con.execute(
+            """INSERT INTO _tm_vector_cache
+               SELECT p.filename, p.fact_id, p.revision, p.embedding
+               FROM read_parquet($files, filename = true) AS p WHERE p.embedding IS NOT NULL""",
+            {"files": new},
+        )
+        counts = dict.fromkeys(new, 0)
+        counts.update(con.sql(
+            """SELECT p.filename, count(*) FROM read_parquet($files, filename = true) AS p
+               WHERE p.embedding IS NULL AND p.status <> 'erased' AND p.text IS NOT NULL GROUP BY ALL""",
+            params={"files": new},
+        ).fetchall())
+        cache.files.update(counts)
+    if cache.index_version != snap.version:
+        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT * FROM _tm_index_live")
+        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_cache AS i")
+        cache.index_version = snap.version
+    return cache
+
+
+def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
+    """The store's connection with its in-memory recall/traversal tables up to date (hold ``mem._lock``)."""
+    con = mem._connection()
+    _refresh(mem, con)
+    return con
+
+
+def _query_vector(mem: Memory, query: Any) -> list[float]:
+    if isinstance(query, str):
+        if not query.strip():
+            raise TempomemError("query: must not be empty")
+        return _embed_texts(store_embedder(mem), [query])[0].tolist()
+    try:
+        vector = np.asarray(query, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TempomemError(f"query: expected text or a vector of numbers, got {type(query).__name__}") from None
+    if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
+        raise TempomemError(f"query: expected a non-empty 1-D vector of finite numbers, got shape {vector.shape}")
+    return vector.tolist()
+
+
+def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
+           believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
+           trusted: Any = None) -> pl.DataFrame:
+    """See :meth:`Memory.recall`."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise TempomemError(f"k: must be a positive integer, got {k!r}")
+    vector = _query_vector(mem, query)
+    now = mem.now()
+    at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
+    believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
+    policy = trust_filters(trusted)  # the same policy as as_of/current (tempomem.trust)
+    with mem._lock:
+        cache = _refresh(mem, mem._connection())
+        if any(cache.files.values()):
+            embed(mem)
+            cache = _refresh(mem, mem._connection())
+        return frame(
+            cache.con,
+            """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
+                                    subject := $subject, predicate := $predicate,
+                                    sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)""",
+            {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
+             "predicate": predicate, "sources": policy["trusted_sources"],
+             "min_confidence": policy["trusted_min_confidence"]},
+        )

@@ -1,0 +1,215 @@
+"""Reports over a whole store (SPEC §10): ingestion lag, exposure windows, decision audit and
+displacements of trusted facts. Each is one DuckDB query (plus, for percentiles, one Polars
+aggregation); retracted and erased facts never count as knowledge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from .errors import TempomemError
+from .inputs import ROW, register
+from .probes import ANSWERS_SQL
+from .queries import frame
+from .schema import FACT_COLUMNS
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+#: Columns ``ingestion_lag`` may group by.
+LAG_GROUPS = ("scope", "subject", "predicate", "source", "origin", "link_type")
+#: Decision verdicts, in the order they are decided.
+VERDICTS = ("unknown", "mismatch", "wrong", "stale", "ok")
+
+_UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds", "ms": "milliseconds",
+          "us": "microseconds"}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(us|ms|w|d|h|m|s)")
+
+
+def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelta:
+    """A duration from a ``timedelta`` or text such as ``"1d"``, ``"6h"``, ``"1d12h"``, ``"90s"``.
+
+    >>> parse_duration("1d12h")
+    datetime.timedelta(days=1, seconds=43200)
+    """
+    if isinstance(value, timedelta):
+        return value
+    text = value.strip().lower() if isinstance(value, str) else ""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise TempomemError(f"{field}: expected a duration such as '1d', '6h' or '1d12h', got {value!r}")
+    return sum((timedelta(**{_UNITS[u]: float(n)}) for n, u in parts), timedelta())
+
+
+# -- ingestion lag -----------------------------------------------------------------------------
+
+_LAG = """
+SELECT {groups},
+       CASE WHEN f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
+            THEN epoch_us(f.recorded_at) - epoch_us(f.valid_from) END AS lag_us
+FROM facts AS f
+WHERE f.status NOT IN ('retracted', 'erased')
+"""
+
+
+def _nearest_rank(q: float) -> pl.Expr:
+    """The nearest-rank percentile of the known lags: the ceil(q·n)-th smallest."""
+    known = pl.col("lag_us").drop_nulls().sort()
+    rank = (pl.col("lag_us").count() * q).ceil().cast(pl.Int64) - 1
+    return known.get(rank.clip(0), null_on_oob=True)
+
+
+def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: str | timedelta = "1d") -> pl.DataFrame:
+    """How long after a fact started did the memory learn it: ``recorded_at − valid_from``.
+
+    Over believed facts with a known, non-inferred start; one row per group of ``by`` with
+    ``count``, ``p50``, ``p90``, ``p99`` (nearest rank), ``max`` (Polars durations),
+    ``share_over_threshold`` (lag strictly over ``threshold``) and ``inferred`` (facts left
+    out for having no real start). A fact recorded before its start has a negative lag.
+
+    >>> tm.reports.ingestion_lag(mem, by=("predicate", "source"), threshold="6h")  # doctest: +SKIP
+    """
+    groups = [by] if isinstance(by, str) else list(by)
+    unknown = [g for g in groups if g not in LAG_GROUPS]
+    if unknown:
+        raise TempomemError(f"by: cannot group by {unknown[0]!r}; choose from {', '.join(LAG_GROUPS)}")
+    limit_us = parse_duration(threshold) // timedelta(microseconds=1)
+    select = ", ".join(f"f.{g}" for g in groups) or "NULL AS _all"
+    with mem._lock:
+        lags = frame(mem._connection(), _LAG.format(groups=select))
+    keys = groups or ["_all"]
+    as_duration = [pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max")]
+    out = (
+        lags.group_by(keys)
+        .agg(
+            pl.col("lag_us").count().alias("count"),
+            _nearest_rank(0.50).alias("p50"),
+            _nearest_rank(0.90).alias("p90"),
+            _nearest_rank(0.99).alias("p99"),
+            pl.col("lag_us").max().alias("max"),
+            ((pl.col("lag_us") > limit_us).sum() / pl.col("lag_us").count()).alias("share_over_threshold"),
+            pl.col("lag_us").null_count().alias("inferred"),
+        )
+        .with_columns(as_duration)
+        .sort(keys, nulls_last=True)
+    )
+    return out.drop("_all") if not groups else out
+
+
+# -- exposure ----------------------------------------------------------------------------------
+
+_EXPOSURE = """
+SELECT CASE WHEN f.status = 'retracted' THEN f.recorded_at
+            ELSE greatest(s.valid_from, f.recorded_at) END AS exposure_from,
+       CASE WHEN f.status = 'retracted' THEN f.retracted_at ELSE s.recorded_at END AS exposure_to,
+       f.*
+FROM facts AS f
+LEFT JOIN facts AS s ON s.fact_id = f.superseded_by
+WHERE f.status = 'retracted' OR (f.status <> 'erased' AND f.superseded_by IS NOT NULL)
+"""
+
+
+def exposure(mem: Memory) -> pl.DataFrame:
+    """For each superseded or retracted fact, the belief window in which it was served though wrong.
+
+    ``exposure_from`` is the later of the successor's ``valid_from`` and the fact's
+    ``recorded_at`` (for a retraction, its ``recorded_at``), ``exposure_to`` the successor's
+    ``recorded_at`` (or ``retracted_at``), ``exposure`` their difference; then the fact
+    columns. Windows of zero or negative length are left out; longest first.
+
+    >>> tm.reports.exposure(mem).select("subject", "object", "exposure")  # doctest: +SKIP
+    """
+    with mem._lock:
+        rows = frame(mem._connection(), _EXPOSURE)
+    return (
+        rows.with_columns((pl.col("exposure_to") - pl.col("exposure_from")).alias("exposure"))
+        .filter(pl.col("exposure") > timedelta(0))
+        .select("exposure_from", "exposure_to", "exposure", *FACT_COLUMNS)
+        .sort(["exposure", "fact_id"], descending=[True, False])
+    )
+
+
+# -- decision audit ----------------------------------------------------------------------------
+
+_AUDIT = ANSWERS_SQL + """
+SELECT d._tm_row,
+       CASE WHEN len(a.believed_objects) > 0 THEN array_to_string(a.believed_objects, ' | ') END AS believed_object,
+       CASE WHEN len(a.known_objects) > 0 THEN array_to_string(a.known_objects, ' | ') END AS true_object,
+       CASE WHEN coalesce(len(a.believed_objects), 0) = 0 THEN 'unknown'
+            WHEN NOT list_contains(a.believed_objects, d.object_used) THEN 'mismatch'
+            WHEN list_contains(a.believed_retracted_objects, d.object_used) THEN 'wrong'
+            WHEN NOT coalesce(list_contains(a.known_objects, d.object_used), false) THEN 'stale'
+            ELSE 'ok' END AS verdict
+FROM _tm_decisions AS d LEFT JOIN believed_then AS a ON a._tm_row = d._tm_row
+ORDER BY d._tm_row
+"""
+
+
+def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
+    """Judge agent decisions against what the memory believed then and what we know now.
+
+    ``decisions``: a frame with ``decision_id``, ``decided_at``, ``subject``, ``predicate``,
+    ``object_used`` (optionally ``scope``). Adds ``believed_object`` (believed at
+    ``decided_at`` about ``decided_at``), ``true_object`` (what we now know held then) and
+    ``verdict``, decided in order: ``unknown`` (nothing believed), ``mismatch`` (the value used
+    was not believed), ``wrong`` (it was later retracted), ``stale`` (the world had already
+    changed and that was recorded later), ``ok``.
+
+    >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
+    """
+    con = mem.connect()
+    try:
+        original = register(con, decisions, field="decisions", name="_tm_decisions",
+                            required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
+                            times=("decided_at",), optional=("scope",))
+        con.execute("""CREATE TEMP VIEW _tm_probes AS
+                       SELECT d._tm_row, d.scope, d.subject, d.predicate,
+                              d.decided_at AS valid_at, d.decided_at AS believed_at
+                       FROM _tm_decisions AS d""")
+        verdicts = frame(con, _AUDIT)
+    finally:
+        con.close()
+    return original.join(verdicts, on=ROW, how="left", maintain_order="left").drop(ROW)
+
+
+# -- displacements -----------------------------------------------------------------------------
+
+_DISPLACEMENTS = """
+SELECT n.fact_id, n.scope, n.subject, n.predicate, n.object, n.source, n.confidence,
+       n.valid_from, n.recorded_at, n.status,
+       d.fact_id AS displaced_fact_id, d.object AS displaced_object, d.source AS displaced_source,
+       d.confidence AS displaced_confidence, d.valid_from AS displaced_valid_from,
+       d.recorded_at AS displaced_recorded_at
+FROM facts AS d
+JOIN facts AS n ON n.fact_id = d.superseded_by
+WHERE list_contains(CAST($trusted AS VARCHAR[]), d.source) AND d.confidence >= $min_confidence
+  AND NOT (list_contains(CAST($trusted AS VARCHAR[]), n.source) AND n.confidence >= $min_confidence)
+  AND NOT list_contains(CAST($multi AS VARCHAR[]), d.predicate)
+  AND d.status <> 'erased' AND n.status NOT IN ('retracted', 'erased')
+ORDER BY n.recorded_at, n.fact_id
+"""
+
+
+def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified",),
+                  min_confidence: float = 0.9) -> pl.DataFrame:
+    """Facts of a less trusted source (or lower confidence) that superseded a trusted fact.
+
+    The poisoned-memory pattern: an untrusted actor asserts a new value of a single-valued key
+    (a destination account) and the trusted value is closed. A fact is trusted when its
+    ``source`` is in ``trusted_sources`` and its ``confidence`` is at least ``min_confidence``.
+    One row per displacement: the displacing fact (``fact_id`` … ``recorded_at`` = when it
+    entered, ``status``) and the ``displaced_*`` fact.
+
+    >>> tm.reports.displacements(mem, trusted_sources=["tool_verified", "user"])  # doctest: +SKIP
+    """
+    sources = [trusted_sources] if isinstance(trusted_sources, str) else list(trusted_sources)
+    settings = mem._storage.read_settings()
+    multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
+    with mem._lock:
+        return frame(mem._connection(), _DISPLACEMENTS,
+                     {"trusted": sources, "min_confidence": float(min_confidence), "multi": multi})

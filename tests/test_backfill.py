@@ -1,0 +1,423 @@
+"""Backfill (SPEC §2, §9): times, rejections, fixes, duplicates, flags, inputs, the clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pytest
+from conftest import ts
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tempomem as tm
+from tempomem.export import export
+
+
+def revs(mem: tm.Memory, subject: str | None = None) -> pl.DataFrame:
+    where = "WHERE subject = $s" if subject else ""
+    return mem.sql(f"SELECT * FROM revisions {where} ORDER BY subject, fact_id, revision",
+                   params={"s": subject} if subject else None).pl()
+
+
+def row(subject: str, obj: str = "x", recorded_at: object = "2025-01-01T00:00:00Z", **more: object) -> dict:
+    return {"subject": subject, "predicate": "p", "object": obj, "recorded_at": recorded_at, **more}
+
+
+# -- times ---------------------------------------------------------------------------------------
+
+def test_time_forms_normalise_to_utc_microseconds(mem: tm.Memory) -> None:
+    report = mem.backfill([
+        row("offset_pst", valid_from="2024-11-03T01:30:00-08:00"),
+        row("offset_pdt", valid_from="2024-06-01T10:00:00-07:00"),
+        row("naive", valid_from="2024-06-01 10:00:00.123456"),
+        row("zulu", valid_from="2024-06-01T10:00:00Z"),
+        row("year", valid_from="2024"),
+        row("month", valid_from="2024-06"),
+        row("day", valid_from=" 2024-06-05 "),
+        row("epoch", valid_from="1717236000"),
+    ])
+    assert report.loaded == 8 and report.rejected.height == 0
+    got = dict(revs(mem).select("subject", "valid_from").iter_rows())
+    assert got == {
+        "offset_pst": ts("2024-11-03T09:30:00Z"),
+        "offset_pdt": ts("2024-06-01T17:00:00Z"),
+        "naive": ts("2024-06-01T10:00:00.123456Z"),
+        "zulu": ts("2024-06-01T10:00:00Z"),
+        "year": ts("2024-01-01T00:00:00Z"),
+        "month": ts("2024-06-01T00:00:00Z"),
+        "day": ts("2024-06-05T00:00:00Z"),
+        "epoch": ts("2024-06-01T10:00:00Z"),
+    }
+
+
+def test_typed_columns_datetimes_dates_and_epochs(mem: tm.Memory) -> None:
+    frame = pl.DataFrame({
+        "subject": ["a", "b"], "predicate": ["p", "p"], "object": ["x", "y"],
+        "recorded_at": [datetime(2025, 1, 2, 3, 4, 5), datetime(2025, 1, 2, 3, 4, 6)],  # naive = UTC
+        "valid_from": [date(2024, 2, 29), date(2024, 3, 1)],
+        "valid_to": [1_717_236_000_000, 1_717_236_000_500],  # epoch milliseconds
+    })
+    mem.backfill(frame, epoch_unit="ms")
+    got = revs(mem).select("subject", "recorded_at", "valid_from", "valid_to").rows()
+    assert got == [
+        ("a", ts("2025-01-02T03:04:05Z"), ts("2024-02-29"), ts("2024-06-01T10:00:00Z")),
+        ("b", ts("2025-01-02T03:04:06Z"), ts("2024-03-01"), ts("2024-06-01T10:00:00.500Z")),
+    ]
+    aware = pl.DataFrame({"subject": ["c"], "predicate": ["p"], "object": ["z"],
+                          "recorded_at": [datetime(2025, 1, 1, 12, tzinfo=timezone(timedelta(hours=-8)))]})
+    mem.backfill(aware)
+    assert revs(mem, "c")["recorded_at"].to_list() == [ts("2025-01-01T20:00:00Z")]
+
+
+def test_epoch_seconds_by_default_and_bad_epoch_unit(mem: tm.Memory) -> None:
+    mem.backfill([row("a", recorded_at=1_735_689_600)])
+    assert revs(mem)["recorded_at"].to_list() == [ts("2025-01-01")]
+    with pytest.raises(tm.TempomemError, match="epoch_unit"):
+        mem.backfill([row("b")], epoch_unit="days")
+
+
+# -- rejections, lenient, strict -----------------------------------------------------------------
+
+def test_mixed_bad_and_good_rows_are_reported_one_by_one(mem: tm.Memory, tmp_path: Path) -> None:
+    csv = tmp_path / "mixed.csv"
+    csv.write_text(
+        "subject,predicate,object,recorded_at,valid_from,confidence\n"
+        "api,instance_type,m5.large,2025-03-01T00:00:00Z,2025-02-01,0.8\n"   # 0 good
+        "api,instance_type,m5.xlarge,,2025-03-01,0.8\n"                      # 1 no belief time
+        ",instance_type,m5.xlarge,2025-03-02,,\n"                            # 2 no subject
+        "db,engine,postgres,yesterday,,\n"                                   # 3 unreadable belief time
+        "db,version,16,2025-03-03,sometime,\n"                               # 4 unreadable valid_from
+        "db,owner,ops,2025-03-04,,1.5\n"                                     # 5 confidence out of range
+        "cache,engine,redis,2025-03-05,2024-12,\n"                           # 6 good
+    )
+    report = mem.backfill(csv)
+    assert (report.rows_read, report.loaded, report.duplicates) == (7, 2, 0)
+    assert report.rejected.rows() == [
+        (1, "recorded_at", None, "required: a belief time is never invented"),
+        (2, "subject", None, "required, got nothing"),
+        (3, "recorded_at", "yesterday", "cannot read yesterday as a time"),
+        (4, "valid_from", "sometime", "cannot read sometime as a time (lenient=True reads it as missing)"),
+        (5, "confidence", "1.5", "must be a number between 0 and 1"),
+    ]
+    assert sorted(mem.as_of("2025-03-01").select("subject", "object").rows()) == [
+        ("api", "m5.large"), ("cache", "redis")]
+
+
+def test_lenient_reads_unparseable_valid_time_as_missing(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a", valid_from="sometime", valid_to="never")], lenient=True)
+    assert report.loaded == 1 and report.rejected.height == 0
+    stored = revs(mem).row(0, named=True)
+    assert stored["valid_from"] is None and stored["valid_to"] is None and stored["valid_from_inferred"]
+    assert report.flag_count("unreadable_time") == 1 and report.flag_count("inferred_start") == 1
+    # A belief time is never invented, lenient or not.
+    report = mem.backfill([row("b", recorded_at="whenever")], lenient=True)
+    assert report.loaded == 0 and report.rejected["field"].to_list() == ["recorded_at"]
+
+
+def test_strict_loads_nothing_and_carries_the_report(mem: tm.Memory) -> None:
+    version = mem._storage.latest_version()
+    with pytest.raises(tm.BackfillError, match="1 of 2 rows rejected") as caught:
+        mem.backfill([row("a"), row("b", recorded_at=None)], strict=True)
+    assert isinstance(caught.value, tm.TempomemError)
+    assert caught.value.report.rejected["row"].to_list() == [1]
+    assert mem._storage.latest_version() == version
+    assert revs(mem).is_empty()
+    assert mem.backfill([row("a")], strict=True).loaded == 1
+
+
+def test_missing_required_column_and_bad_mapping(mem: tm.Memory) -> None:
+    with pytest.raises(tm.TempomemError, match="recorded_at: the input has no recorded_at column"):
+        mem.backfill([{"subject": "a", "predicate": "p", "object": "x"}])
+    with pytest.raises(tm.TempomemError, match="mapping: the input has no column 'when'"):
+        mem.backfill([row("a")], mapping={"when": "recorded_at"})
+
+
+# -- fixes and flags -----------------------------------------------------------------------------
+
+def test_end_before_start_keeps_the_end_and_flags_fixed_span(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a"), row("b", valid_from="2024-05-02", valid_to="2024-05-01")])
+    assert report.fixed == 1
+    assert report.flags.filter(pl.col("flag") == "fixed_span").rows() == [("fixed_span", 1, 1)]
+    fixed = revs(mem, "b").row(0, named=True)
+    assert (fixed["valid_from"], fixed["valid_to"], fixed["valid_from_inferred"]) == (
+        ts("2024-05-01"), ts("2024-05-01"), True)
+    assert mem.as_of("2024-05-01", "b").is_empty()  # an empty span holds at no instant
+
+
+def test_belief_from_future_rejected_unless_lenient(mem: tm.Memory) -> None:
+    future = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    report = mem.backfill([row("a"), row("b", recorded_at=future), row("c", retracted_at=future)])
+    assert report.loaded == 1
+    assert report.rejected.select("row", "field").rows() == [(1, "recorded_at"), (2, "retracted_at")]
+    assert report.rejected["reason"][0].startswith("belief_from_future")
+    assert report.flags.filter(pl.col("flag") == "belief_from_future").rows() == [("belief_from_future", 2, 1)]
+    report = mem.backfill([row("b", recorded_at=future)], lenient=True)
+    assert report.loaded == 1 and report.flag_count("belief_from_future") == 1
+    assert "recorded_after_ingested" in mem.check().problems["kind"].to_list()
+
+
+def test_retracted_before_recorded_is_rejected_and_flagged(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a", recorded_at="2025-02-01", retracted_at="2025-01-01")])
+    assert report.loaded == 0
+    assert report.rejected.rows() == [
+        (0, "retracted_at", "2025-01-01", "retracted_before_recorded: retracted_at is before recorded_at")]
+    assert report.flag_count("retracted_before_recorded") == 1
+
+
+def test_retracted_at_gives_a_second_retracted_revision(mem: tm.Memory) -> None:
+    mem.backfill([row("card", "FR76", recorded_at="2025-01-10", valid_from="2025-01-01",
+                      retracted_at="2025-02-01", retraction_reason="typo in the IBAN")])
+    first, second = revs(mem).iter_rows(named=True)
+    assert (first["revision"], first["recorded_at"], first["believed_until"], first["status"],
+            first["retracted_at"]) == (1, ts("2025-01-10"), ts("2025-02-01"), "live", None)
+    assert (second["revision"], second["recorded_at"], second["status"], second["retracted_at"],
+            second["reason"]) == (2, ts("2025-02-01"), "retracted", ts("2025-02-01"), "typo in the IBAN")
+    assert mem.as_believed("2025-01-15", "2025-01-20", "card")["object"].to_list() == ["FR76"]
+    assert mem.as_believed("2025-01-15", "2025-02-01", "card").is_empty()
+    assert mem.as_of("2025-01-15", "card").is_empty()
+
+
+def test_exact_duplicates_load_once_with_artifacts_merged(mem: tm.Memory) -> None:
+    report = mem.backfill([
+        row("a", artifacts=["ep1"]), row("b"), row("a", artifacts=["ep2", "ep1"]), row("a", artifacts=["ep3"]),
+        row("a", "other", artifacts=["ep9"]),
+    ])
+    assert (report.rows_read, report.loaded, report.duplicates) == (5, 3, 2)
+    a = revs(mem, "a").filter(pl.col("object") == "x")
+    assert a.height == 1 and a["artifacts"].to_list() == [["ep1", "ep2", "ep3"]]
+
+
+def test_other_columns_are_kept_as_json_attributes(mem: tm.Memory) -> None:
+    mem.backfill(pl.DataFrame({"subject": ["a", "b"], "predicate": ["p", "p"], "object": ["x", "y"],
+                               "recorded_at": ["2025-01-01", "2025-01-02"], "ticket": ["INC-7", None],
+                               "attempts": [3, 4]}))
+    got = dict(revs(mem).select("subject", "attributes").iter_rows())
+    assert got == {"a": '{"ticket":"INC-7","attempts":3}', "b": '{"attempts":4}'}
+
+
+def test_shared_instants_need_twenty_percent_and_a_hundred_rows(mem: tm.Memory) -> None:
+    stamped = [row(f"s{i}", recorded_at="2025-05-05T05:05:05Z", valid_from="2024-01-01") for i in range(100)]
+    spread = [row(f"t{i}", recorded_at=f"2025-01-01T00:00:{i:02d}Z", valid_from=f"2023-01-{i + 1:02d}")
+              for i in range(20)]
+    report = mem.backfill(stamped + spread)
+    assert report.flags.filter(pl.col("flag").str.starts_with("shared")).rows() == [
+        ("shared_recorded_at", 100, 0), ("shared_valid_from", 100, 0)]
+    small = tm.open(mem.path.parent / "small", create=True)
+    report = small.backfill(stamped[:99])  # 100% of the load, but fewer than 100 rows
+    assert report.flag_count("shared_recorded_at") == 0
+
+
+def test_overlapping_values_follow_predicate_arity(mem: tm.Memory) -> None:
+    rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
+            row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
+            row("db", "a", recorded_at="2025-01-01", valid_from="2024-01-01", valid_to="2024-06-01"),
+            row("db", "b", recorded_at="2025-01-02", valid_from="2024-06-01")]
+    report = mem.backfill(rows)
+    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 2, 0)]
+    assert "overlapping_values" in mem.check().problems["kind"].to_list()
+    multi = tm.open(mem.path.parent / "multi", create=True, predicates={"p": "multi"})
+    assert multi.backfill(rows).flag_count("overlapping_values") == 0
+
+
+def test_inferred_start_flag_and_given_inferred(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a"), row("b", valid_from="2024-01-01", valid_from_inferred="true"),
+                           row("c", valid_from="2024-01-01")])
+    assert report.flags.filter(pl.col("flag") == "inferred_start").rows() == [("inferred_start", 1, 0)]
+    assert dict(revs(mem).select("subject", "valid_from_inferred").iter_rows()) == {"a": True, "b": True, "c": False}
+
+
+# -- rows sharing a fact_id ------------------------------------------------------------------------
+
+def test_rows_of_one_fact_id_are_its_revisions(mem: tm.Memory) -> None:
+    report = mem.backfill([
+        row("api", "m5", fact_id="f1", recorded_at="2025-01-01", valid_from="2024-01-01"),
+        row("api", "m5", fact_id="f1", recorded_at="2025-03-01", valid_from="2024-01-01", valid_to="2024-06-01",
+            reason="resized"),
+        row("api", "m5", fact_id="f1", recorded_at="2025-03-01", valid_from="2024-01-01", valid_to="2024-07-01"),
+        row("web", "m5", fact_id="f1", recorded_at="2025-04-01"),
+    ])
+    assert report.loaded == 2
+    assert report.rejected.select("row", "reason").rows() == [
+        (2, "another row of this fact has the same recorded_at"),
+        (3, "an earlier row of this fact has another scope, subject or predicate")]
+    assert revs(mem).select("revision", "valid_to", "status", "reason").rows() == [
+        (1, None, "live", None), (2, ts("2024-06-01"), "ended", "resized")]
+    assert mem.as_believed("2024-08-01", "2025-02-01", "api")["object"].to_list() == ["m5"]
+    assert mem.as_believed("2024-08-01", "2025-03-01", "api").is_empty()
+    again = mem.backfill([row("api", "m5", fact_id="f1", recorded_at="2025-05-01")])
+    assert again.rejected["reason"].to_list() == [
+        "already in the store: backfill adds facts, it never rewrites a stored one"]
+
+
+# -- the store clock ---------------------------------------------------------------------------
+
+def test_backfilled_times_do_not_move_the_store_clock(mem: tm.Memory, clock) -> None:
+    clock.set("2025-01-01T00:00:00Z")
+    first = mem.assert_fact("a", "p", "x", valid_from="2024-01-01")
+    mem.backfill([row("b", recorded_at="2026-06-01T00:00:00Z")])
+    saved = mem._storage.read_clock()
+    last_us = int(ts("2025-01-01").timestamp() * 1e6)
+    assert saved == {"version": mem._storage.latest_version(), "last_recorded_us": last_us}
+    clock.set("2025-01-02T00:00:00Z")
+    second = mem.assert_fact("c", "p", "y")
+    assert first.recorded_at == ts("2025-01-01") and second.recorded_at == ts("2025-01-02")
+    assert {r["origin"] for r in revs(mem).iter_rows(named=True)} == {"api", "backfill"}
+
+
+# -- inputs ------------------------------------------------------------------------------------------
+
+INPUT = pl.DataFrame({
+    "subj": ["api", "db", "cache"], "predicate": ["runs", "runs", "runs"], "object": ["v1", "v2", "v3"],
+    "seen": ["2025-01-01T00:00:00Z", "2025-01-02T00:00:00Z", "2025-01-03T00:00:00Z"],
+    "valid_from": ["2024-01", "2024-02", None],
+})
+MAPPING = {"subj": "subject", "seen": "recorded_at"}
+EXPECTED = [("api", "v1", ts("2025-01-01"), ts("2024-01-01")), ("cache", "v3", ts("2025-01-03"), None),
+            ("db", "v2", ts("2025-01-02"), ts("2024-02-01"))]
+
+
+def _loaded(mem: tm.Memory) -> list[tuple]:
+    return revs(mem).select("subject", "object", "recorded_at", "valid_from").sort("subject").rows()
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv", "jsonl", "folder", "glob", "arrow", "duckdb", "dicts"])
+def test_every_input_kind_loads_the_same_facts(kind: str, tmp_path: Path, clock) -> None:
+    mem = tm.open(tmp_path / kind, create=True, clock=clock)
+    files = tmp_path / "in"
+    files.mkdir()
+    if kind in ("parquet", "folder", "glob"):
+        INPUT.head(2).write_parquet(files / "a.parquet")
+        INPUT.tail(1).write_parquet(files / "b.parquet")
+        data: object = {"parquet": files / "a.parquet", "folder": files, "glob": str(files / "*.parquet")}[kind]
+    elif kind == "csv":
+        INPUT.write_csv(files / "x.csv")
+        data = str(files / "x.csv")
+    elif kind == "jsonl":
+        INPUT.write_ndjson(files / "x.jsonl")
+        data = files / "x.jsonl"
+    elif kind == "arrow":
+        data = INPUT.to_arrow()
+    elif kind == "duckdb":
+        con = duckdb.connect()
+        data = con.from_arrow(INPUT.to_arrow())
+    else:
+        data = INPUT.to_dicts()
+    report = mem.backfill(data, mapping=MAPPING)
+    expected = EXPECTED[:1] + EXPECTED[2:] if kind == "parquet" else EXPECTED
+    assert report.loaded == len(expected)
+    assert _loaded(mem) == expected
+
+
+def test_row_numbers_run_across_files(mem: tm.Memory, tmp_path: Path) -> None:
+    INPUT.head(2).write_parquet(tmp_path / "a.parquet")
+    INPUT.tail(1).with_columns(seen=pl.lit("bad")).write_parquet(tmp_path / "b.parquet")
+    report = mem.backfill(str(tmp_path / "*.parquet"), mapping=MAPPING)
+    assert report.rejected.select("row", "field").rows() == [(2, "recorded_at")]
+
+
+# -- round trip --------------------------------------------------------------------------------------
+
+def _comparable(mem: tm.Memory) -> pl.DataFrame:
+    return revs(mem).drop("ingested_at").sort("fact_id", "revision")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock, tmp_path: Path, fmt: str) -> None:
+    clock.set("2025-01-01T00:00:00Z")
+    a = mem.assert_fact("api", "instance_type", "m5.large", valid_from="2024-01-01", artifact="ep1")
+    clock.set("2025-02-01T00:00:00.000001Z")
+    mem.assert_fact("api", "instance_type", "m5.xlarge", valid_from="2024-06-01")
+    clock.set("2025-03-01T00:00:00Z")
+    mem.correct(a.fact_id, reason="never was")
+    mem.backfill([row("db", "pg", artifacts=["x", "y"], embedding=[0.1, 0.25], ticket="T-1", confidence=0.7)])
+    out = tmp_path / f"export.{fmt}"
+    assert export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
+    copy = tm.open(tmp_path / "copy", create=True)
+    report = copy.backfill(out)
+    assert report.rejected.height == 0 and report.loaded == 5
+    assert _comparable(copy).drop("origin").equals(_comparable(mem).drop("origin"))
+    assert set(_comparable(copy)["origin"]) == {"backfill"}
+
+
+def test_arrow_stream_and_empty_input(mem: tm.Memory) -> None:
+    table = pa.table({"subject": ["a"], "predicate": ["p"], "object": ["x"], "recorded_at": ["2025-01-01"]})
+    assert mem.backfill(table.to_reader()).loaded == 1
+    version = mem._storage.latest_version()
+    report = mem.backfill(table.slice(0, 0))
+    assert (report.rows_read, report.loaded, report.written) == (0, 0, False)
+    assert mem._storage.latest_version() == version
+
+
+# -- property: random valid histories round-trip exactly -----------------------------------------
+
+
+_BASE = datetime(2025, 1, 1, tzinfo=UTC)
+_micros = st.integers(min_value=0, max_value=300 * 86_400 * 10**6)
+
+
+@st.composite
+def _history(draw: st.DrawFn) -> list[dict]:
+    rows = []
+    for i in range(draw(st.integers(1, 8))):
+        start = draw(st.none() | _micros)
+        end = draw(st.none() | _micros)
+        if start is not None and end is not None and end < start:
+            start, end = end, start
+        recorded = draw(_micros)
+        retracted = draw(st.none() | st.integers(0, 10**9))
+        rows.append({
+            "fact_id": f"f{i}", "subject": draw(st.sampled_from(["a", "b"])), "predicate": "p",
+            "object": draw(st.sampled_from(["x", "y", "z"])),
+            "valid_from": None if start is None else _BASE - timedelta(days=400) + timedelta(microseconds=start),
+            "valid_to": None if end is None else _BASE - timedelta(days=400) + timedelta(microseconds=end),
+            "recorded_at": _BASE + timedelta(microseconds=recorded),
+            "retracted_at": None if retracted is None else _BASE + timedelta(microseconds=recorded + retracted),
+            "artifacts": draw(st.lists(st.sampled_from(["e1", "e2", "e3"]), max_size=2, unique=True)),
+            "confidence": draw(st.none() | st.floats(0, 1)),
+        })
+    return rows
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=_history())
+def test_random_valid_histories_round_trip_exactly(history: list[dict], tmp_path_factory) -> None:
+    folder = tmp_path_factory.mktemp("prop")
+    mem = tm.open(folder / "one", create=True)
+    report = mem.backfill(history)
+    assert report.rejected.height == 0 and report.loaded == len(history)
+    stored = {r["fact_id"]: r for r in revs(mem).filter(pl.col("revision") == 1).iter_rows(named=True)}
+    for given_row in history:
+        got = stored[given_row["fact_id"]]
+        for name in ("subject", "object", "valid_from", "valid_to", "recorded_at", "confidence"):
+            assert got[name] == given_row[name], name
+        assert got["artifacts"] == given_row["artifacts"]
+    retractions = revs(mem).filter(pl.col("status") == "retracted")
+    retracted = dict(retractions.select("fact_id", "recorded_at").iter_rows())
+    assert retracted == {r["fact_id"]: r["retracted_at"] for r in history if r["retracted_at"] is not None}
+    export(mem, folder / "out.parquet")
+    copy = tm.open(folder / "two", create=True)
+    copy.backfill(folder / "out.parquet")
+    assert _comparable(copy).equals(_comparable(mem))
+
+
+def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
+    report = mem.backfill([
+        row("api", "eu-west-1", recorded_at="2025-01-02", valid_from="2024-12"),
+        row("api", "eu-central-1", recorded_at="2025-02-02", valid_from="2025-02"),
+        row("db", "mysql", recorded_at="2025-01-01", retracted_at="2025-01-05", retraction_reason="wrong"),
+    ], resolve=True)
+    assert (report.loaded, report.revisions) == (3, 5)
+    west = revs(mem, "api").filter(pl.col("object") == "eu-west-1")
+    assert west.select("revision", "recorded_at", "valid_to", "status").rows() == [
+        (1, ts("2025-01-02"), None, "live"), (2, ts("2025-02-02"), ts("2025-02-01"), "superseded")]
+    assert mem.as_believed("2025-03-01", "2025-02-01", "api")["object"].to_list() == ["eu-west-1"]
+    assert mem.as_of("2025-03-01", "api")["object"].to_list() == ["eu-central-1"]
+    last = revs(mem, "db").select("recorded_at", "status", "reason").rows()[-1]
+    assert last == (ts("2025-01-05"), "retracted", "wrong")
+    clock.set("2025-01-03")  # backfilled beliefs did not move the clock
+    assert mem.assert_fact("web", "p", "x").recorded_at == ts("2025-01-03")
+    assert mem.check().ok

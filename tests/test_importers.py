@@ -1,0 +1,85 @@
+"""Importers (SPEC §11): each fixture loads and answers an as_of and an as_believed question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from conftest import ts
+
+import tempomem as tm
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def answer(frame: pl.DataFrame) -> list[tuple[str, str]]:
+    return sorted(frame.select("predicate", "object").rows())
+
+
+def test_graphiti_edges(mem: tm.Memory) -> None:
+    report = tm.importers.graphiti(mem, FIXTURES / "graphiti_edges.json")
+    assert (report.rows_read, report.loaded, report.rejected.height, report.revisions) == (7, 7, 0, 7)
+    assert report.flags.filter(pl.col("flag") == "valid_at_is_reference_time").rows() == [
+        ("valid_at_is_reference_time", 1, 3)]
+    assert report.flag_count("inferred_start") == 1  # e-likes has no valid_at
+    # What was true mid-2023, as we know today: Paris (ended 2024-03-01), Acme; the internship too.
+    assert answer(mem.as_of("2023-03-01", "Alice")) == [("LIVES_IN", "Paris"), ("WORKS_AT", "Acme")]
+    assert answer(mem.as_of("2023-03-01", "Bob")) == [("INTERNED_AT", "Globex")]
+    # Before expired_at (2024-03-02T09:00Z) the Paris edge was believed open-ended.
+    assert answer(mem.as_believed("2024-03-15", "2024-02-01", "Alice")) == [
+        ("LIVES_IN", "Paris"), ("WORKS_AT", "Acme")]
+    assert answer(mem.as_believed("2024-03-15", "2024-03-02T09:00:00Z", "Alice")) == [
+        ("LIVES_IN", "Berlin"), ("WORKS_AT", "Acme")]
+    paris = mem.history("Alice", "LIVES_IN", revisions=True).filter(pl.col("object") == "Paris")
+    assert paris.select("revision", "recorded_at", "valid_to").rows() == [
+        (1, ts("2024-01-05T10:00:00Z"), None), (2, ts("2024-03-02T09:00:00Z"), ts("2024-03-01"))]
+    likes = mem.history("n-bob").row(0, named=True)  # no names exported: uuids stand in
+    assert (likes["object"], likes["artifacts"], likes["origin"]) == ("n-jazz", ["ep-4", "ep-5"], "import:graphiti")
+    assert mem.get("e-works").attributes.startswith('{"confidence":"high"')
+    assert mem.check().ok
+
+
+def test_mem0_history(mem: tm.Memory) -> None:
+    report = mem.backfill(FIXTURES / "mem0_history.db", format="mem0")
+    assert (report.rows_read, report.loaded, report.revisions) == (6, 4, 5)
+    # h5 is an UPDATE without updated_at (its created_at is the memory's creation); h6 has no time.
+    assert report.rejected.select("row", "field").rows() == [(4, "recorded_at"), (5, "recorded_at")]
+    # ADD h1 at 2024-05-01T09:00-07:00 = 16:00Z; UPDATE h2 at 2024-05-03 18:30 (naive: UTC);
+    # DELETE h3 at 2024-06-01T12:00-07:00 = 19:00Z.
+    assert mem.as_believed("2024-05-02", "2024-05-02", "m1")["object"].to_list() == ["Likes pizza"]
+    assert mem.as_believed("2024-05-01T15:00:00Z", "2024-05-01T15:59:59Z", "m1").is_empty()
+    assert mem.as_believed("2024-05-04", "2024-05-04", "m1")["object"].to_list() == ["Likes pizza and pasta"]
+    assert mem.as_believed("2024-05-04", "2024-06-01T19:00:00Z", "m1").is_empty()
+    # Today: the pizza memory held until the update (a change), the updated one was deleted.
+    assert mem.as_of("2024-05-02", "m1")["object"].to_list() == ["Likes pizza"]
+    assert mem.as_of("2024-05-04", "m1").is_empty()
+    assert mem.as_of("2025-01-01", "m2")["object"].to_list() == ["Is vegetarian"]
+    pizza = mem.get("h1")
+    assert (pizza.status, pizza.superseded_by, pizza.valid_to) == ("superseded", "h2", ts("2024-05-03T18:30:00Z"))
+    assert mem.get("h2").status == "retracted" and mem.get("h2").reason == "deleted in mem0"
+    assert mem.check().ok
+
+
+def test_four_timestamp_sqlite(mem: tm.Memory) -> None:
+    report = tm.importers.sqlite4ts(mem, FIXTURES / "four_timestamp.db")
+    assert (report.loaded, report.rejected.height, report.revisions) == (4, 0, 5)
+    old = mem.get("1")
+    assert (old.status, old.superseded_by, old.superseded_at, old.recorded_at) == (
+        "superseded", "2", ts("2024-06-02"), ts("2024-01-02"))
+    assert mem.as_of("2024-03-01", "checkout-api", scope="ops")["object"].to_list() == ["m5.large"]
+    assert mem.as_of("2024-07-01", "checkout-api")["object"].to_list() == ["m5.xlarge"]
+    # mysql was believed from 2024-02-01 until its retraction on 2024-02-03, then postgres.
+    assert mem.as_believed("2024-02-02", "2024-02-02", "orders-db")["object"].to_list() == ["mysql"]
+    assert mem.as_believed("2024-02-02", "2024-02-03", "orders-db")["object"].to_list() == ["postgres"]
+    assert mem.get("3").valid_from_inferred and mem.get("3").text == "orders-db runs MySQL"
+
+
+def test_generic_csv_with_mapping(mem: tm.Memory, tmp_path: Path) -> None:
+    log = tmp_path / "agent_log.csv"
+    log.write_text("entity,attribute,value,logged,effective\n"
+                   "checkout-api,region,eu-west-1,2025-01-02T00:00:00Z,2024-12\n"
+                   "checkout-api,region,eu-central-1,2025-02-02T00:00:00Z,2025-02\n")
+    report = tm.importers.generic(mem, log, {"entity": "subject", "attribute": "predicate", "value": "object",
+                                             "logged": "recorded_at", "effective": "valid_from"})
+    assert report.loaded == 2 and report.flag_count("overlapping_values") == 2
+    assert mem.as_believed("2025-03-01", "2025-01-15", "checkout-api")["object"].to_list() == ["eu-west-1"]
