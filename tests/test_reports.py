@@ -132,7 +132,7 @@ def test_displacements(history):
 
 
 def test_trusted_policy_on_the_query_forms(history):
-    mem, clock, _ = history
+    mem, _, _ = history
     assert mem.as_of("2026-01-05", "acct", trusted={"sources": ["tool_verified"]})["object"].to_list() == ["FR11"]
     assert mem.as_of("2026-01-12T12:00", "acct", "iban", trusted={"min_confidence": 0.9}).is_empty()
     assert mem.as_of("2026-01-12T12:00", "acct", "iban", trusted="agent")["object"].to_list() == ["FR99"]
