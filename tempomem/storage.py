@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
-import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
