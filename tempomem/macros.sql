@@ -236,7 +236,10 @@ step AS (               -- each of them next to the revision it follows (NULL fo
                     OR p.status IS DISTINCT FROM w.status) AS is_move,
            p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
     FROM win AS w
-    LEFT JOIN query_table(source) AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
+    -- a previous revision was recorded before the window ends: the scan skips later files
+    LEFT JOIN (SELECT q.* FROM query_table(source) AS q
+               WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)) AS p
+           ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
 ),
 -- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
 -- retraction through a change keeps the retracted fact's start, which the new fact shares;
@@ -256,6 +259,7 @@ pairs AS (
 first_seen AS (         -- when each fact of a created or retracted row was first recorded
     SELECT f.fact_id, f.recorded_at FROM query_table(source) AS f
     WHERE f.revision = 1 AND f.fact_id IN (SELECT s.fact_id FROM step AS s WHERE s.is_retraction)
+      AND tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), f.recorded_at)
 ),
 events AS (
     SELECT 'created' AS bucket, s.recorded_at AS event_at, s.*
