@@ -245,6 +245,36 @@ def timeline(ctx: click.Context, subject: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("text")
+@click.option("--at", "valid_at", default=None, help="Valid time to ask about (default: now).")
+@click.option("--believed-at", default=None, help="Belief time to rewind to (default: now).")
+@click.option("-k", "k", default=5, show_default=True, type=int, help="How many facts.")
+@json_option
+@click.pass_context
+def recall(ctx: click.Context, text: str, valid_at: str | None, believed_at: str | None, k: int,
+           as_json: bool) -> None:
+    """The K facts in force (at --at, as believed at --believed-at) most similar to TEXT."""
+    df = open_from(ctx).recall(text, k=k, valid_at=valid_at, believed_at=believed_at)
+    emit(df, as_json, ["score", "fact_id", "subject", "predicate", "object", "valid_from", "valid_to", "status"])
+
+
+@cli.command()
+@click.argument("start")
+@click.option("--depth", default=2, show_default=True, type=int, help="Most hops.")
+@click.option("--at", "valid_at", default=None, help="Valid time of the slice (default: now).")
+@click.option("--believed-at", default=None, help="Belief time of the slice (default: now).")
+@json_option
+@click.pass_context
+def traverse(ctx: click.Context, start: str, depth: int, valid_at: str | None, believed_at: str | None,
+             as_json: bool) -> None:
+    """Entities reached from START over the typed links in force, best score first."""
+    from . import graph
+
+    df = graph.traverse(open_from(ctx), start, depth, valid_at=valid_at, believed_at=believed_at)
+    emit(df if as_json else df.with_columns(pl.col("path").list.join(" > ")), as_json)
+
+
+@cli.command()
 @click.argument("query")
 @json_option
 @click.pass_context

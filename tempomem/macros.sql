@@ -407,3 +407,88 @@ SELECT e.* EXCLUDE (revision), e.revision, rk.believed_until, rk.score
 FROM ranked AS rk
 JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
 ORDER BY rk.score DESC, rk.fact_id;
+
+-- Typed-link traversal -----------------------------------------------------------------------
+-- An edge is a fact in the slice whose object is an entity, i.e. the subject of some
+-- (non-erased) fact of the store: "checkout-api depends_on payments-db" is an edge when we
+-- hold any fact about payments-db, "checkout-api replicas 4" never is. Edges are directed
+-- subject -> object and walked forwards only: backwards, every widely shared object (a
+-- region, a team) would become a hub joining unrelated entities, and "what X depends on"
+-- would mix with "what depends on X". Walk from the other end to ask the reverse question.
+-- A hop is worth weight × the multiplier of its link_type (a type missing from the map: 1).
+
+CREATE OR REPLACE MACRO tm_edges(valid_at, believed_at, multipliers, predicates := NULL) AS TABLE
+    SELECT s.fact_id, s.subject AS src, s.object AS dst, s.predicate, s.link_type,
+           s.weight * coalesce(multipliers[s.link_type], 1.0) AS hop
+    FROM tm_slice(valid_at, believed_at) AS s
+    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate))
+      AND s.object IN (SELECT i.subject FROM _tm_index AS i WHERE i.status <> 'erased');
+
+-- tm_traverse(start, depth, valid_at, believed_at): weighted spreading activation from
+-- `start` over the slice, up to `depth` hops; every hop uses the same slice. One row per
+-- reached entity (start excluded): `depth` = fewest hops, `score` = best path (product of
+-- hop values), `path` = that best path's fact_ids. Paths never revisit an entity, so a
+-- multiplier above 1 cannot make a cycle pay. Ties between equal-scoring paths go to the
+-- shorter one, then to the lexicographically greatest path, so answers are reproducible.
+CREATE OR REPLACE MACRO tm_traverse(start, depth, valid_at, believed_at,
+        multipliers := MAP {'causal': 1.5, 'entity': 1.2, 'temporal': 1.0, 'semantic': 0.8},
+        predicates := NULL) AS TABLE
+WITH RECURSIVE
+edges AS MATERIALIZED (
+    SELECT ed.* FROM tm_edges(valid_at, believed_at, multipliers, predicates := predicates) AS ed
+),
+walk(entity, hops, score, path, seen) AS (
+    SELECT CAST(start AS VARCHAR), 0, CAST(1.0 AS DOUBLE), CAST([] AS VARCHAR[]), [CAST(start AS VARCHAR)]
+    UNION ALL
+    SELECT e.dst, w.hops + 1, w.score * e.hop, list_append(w.path, e.fact_id), list_append(w.seen, e.dst)
+    FROM walk AS w JOIN edges AS e ON e.src = w.entity
+    WHERE w.hops < depth AND NOT list_contains(w.seen, e.dst)
+)
+SELECT w.entity, CAST(min(w.hops) AS INTEGER) AS depth, max(w.score) AS score,
+       arg_max(w.path, (w.score, -w.hops, array_to_string(w.path, ','))) AS path
+FROM walk AS w
+WHERE w.hops > 0
+GROUP BY w.entity
+ORDER BY max(w.score) DESC, min(w.hops), w.entity;
+
+-- dependency_changes(root, at_time, lookback): the multi-hop question in time. Dependencies of
+-- `root` at `at_time` (entities reached over `depends_on` edges, up to `depth` hops, in the slice
+-- at `at_time` as known at `believed_at`, NULL = now) whose facts started or ended in the window
+-- [at_time - lookback, at_time); one row per change, with `learned_at` (when the store first held the
+-- revision showing that change) and `known_at_time` (learned_at <= at_time: the agent could have
+-- known it when `at_time` came). Changes are read from `facts` (what we know today), retracted and
+-- erased facts left out; a value that replaced another shows as one `ended` and one `started`.
+CREATE OR REPLACE MACRO dependency_changes(root, at_time, lookback, depth := 3, believed_at := NULL,
+                                           predicates := ['depends_on']) AS TABLE
+WITH deps AS (
+    SELECT t.entity, t.depth, t.path
+    FROM tm_traverse(root, depth, at_time, believed_at, predicates := predicates) AS t
+),
+bounds AS (
+    SELECT CAST(at_time AS TIMESTAMPTZ) - CAST(lookback AS INTERVAL) AS lo, CAST(at_time AS TIMESTAMPTZ) AS hi
+),
+changes AS (
+    SELECT f.fact_id, f.subject, f.predicate, f.object, 'started' AS change, f.valid_from AS changed_at
+    FROM facts AS f, bounds AS b
+    WHERE f.valid_from >= b.lo AND f.valid_from < b.hi AND NOT f.valid_from_inferred
+    UNION ALL
+    SELECT f.fact_id, f.subject, f.predicate, f.object, 'ended', f.valid_to
+    FROM facts AS f, bounds AS b
+    WHERE f.valid_to >= b.lo AND f.valid_to < b.hi
+),
+learned AS (   -- the first revision that already showed the change
+    SELECT c.fact_id, c.change, min(r.recorded_at) AS learned_at
+    FROM changes AS c JOIN revisions AS r ON r.fact_id = c.fact_id
+    WHERE r.status NOT IN ('retracted', 'erased')
+      AND ((c.change = 'started' AND r.valid_from = c.changed_at)
+        OR (c.change = 'ended' AND r.valid_to = c.changed_at))
+    GROUP BY c.fact_id, c.change
+)
+SELECT d.entity AS dependency, d.depth, d.path AS via, c.fact_id, c.predicate, c.object, c.change,
+       c.changed_at, l.learned_at, coalesce(l.learned_at <= b.hi, false) AS known_at_time
+FROM deps AS d
+JOIN changes AS c ON c.subject = d.entity
+JOIN facts AS f ON f.fact_id = c.fact_id AND f.status NOT IN ('retracted', 'erased')
+LEFT JOIN learned AS l ON l.fact_id = c.fact_id AND l.change = c.change
+CROSS JOIN bounds AS b
+ORDER BY d.depth, d.entity, c.changed_at, c.fact_id, c.change;

@@ -12,7 +12,6 @@ rebuilt when the store version changes. The macros run unchanged over either for
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from .embed import Embedder, default_embedder
 from .errors import TempomemError
 from .queries import frame
 from .times import TimeLike, to_utc
+from .trust import trust_filters
 
 if TYPE_CHECKING:
     from .store import Memory
@@ -147,27 +147,6 @@ def _query_vector(mem: Memory, query: Any) -> list[float]:
     return vector.tolist()
 
 
-def _trusted(trusted: Any) -> tuple[list[str] | None, float | None]:
-    """The trusted-source policy: sources allowed (None = any) and the minimum confidence."""
-    if trusted is None:
-        return None, None
-    if isinstance(trusted, str):
-        return [trusted], None
-    if isinstance(trusted, dict):
-        unknown = set(trusted) - {"sources", "min_confidence"}
-        if unknown:
-            raise TempomemError(f"trusted: unknown key {sorted(unknown)[0]!r}; use 'sources' and 'min_confidence'")
-        sources = trusted.get("sources")
-        sources = None if sources is None else ([sources] if isinstance(sources, str) else list(sources))
-        minimum = trusted.get("min_confidence")
-        if minimum is not None and not isinstance(minimum, int | float):
-            raise TempomemError(f"trusted: min_confidence must be a number, got {minimum!r}")
-        return sources, None if minimum is None else float(minimum)
-    if isinstance(trusted, Sequence):
-        return [str(s) for s in trusted], None
-    raise TempomemError(f"trusted: expected a list of sources or a dict, got {type(trusted).__name__}")
-
-
 def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
            believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
            trusted: Any = None) -> pl.DataFrame:
@@ -178,7 +157,7 @@ def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = N
     now = mem.now()
     at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
-    sources, minimum = _trusted(trusted)
+    policy = trust_filters(trusted)  # the same policy as as_of/current (tempomem.trust)
     with mem._lock:
         cache = _refresh(mem, mem._connection())
         if any(cache.files.values()):
@@ -190,5 +169,6 @@ def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = N
                                     subject := $subject, predicate := $predicate,
                                     sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)""",
             {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
-             "predicate": predicate, "sources": sources, "min_confidence": minimum},
+             "predicate": predicate, "sources": policy["trusted_sources"],
+             "min_confidence": policy["trusted_min_confidence"]},
         )

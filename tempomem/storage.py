@@ -16,10 +16,10 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
+import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,22 +54,50 @@ class Snapshot:
 # -- deltalake calls, fork-safe -------------------------------------------------------------
 
 _runtime_pid: int | None = None
-_worker_pool: ProcessPoolExecutor | None = None
-_worker_pid: int | None = None
+_worker: tuple[int, Any, Any] | None = None  # (owner pid, process, connection)
+_worker_lock = threading.Lock()
 _tables: dict[str, Any] = {}
 
 
 def _run(op: Callable[..., T], *args: Any) -> T:
     """Run a deltalake operation here, or in a spawned worker when this is a forked child."""
-    global _runtime_pid, _worker_pool, _worker_pid
+    global _runtime_pid
     pid = os.getpid()
     if _runtime_pid is None or _runtime_pid == pid:
         _runtime_pid = pid
         return op(*args)
-    if _worker_pool is None or _worker_pid != pid:
-        _worker_pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        _worker_pid = pid
-    return _worker_pool.submit(op, *args).result()
+    with _worker_lock:  # one request at a time on the pipe
+        conn = _worker_connection(pid)
+        conn.send((op, args))
+        ok, value = conn.recv()
+    if not ok:
+        raise value
+    return value
+
+
+def _worker_connection(pid: int) -> Any:
+    """A daemonic spawned worker for this process: daemonic, so it never blocks the exit."""
+    global _worker
+    if _worker is None or _worker[0] != pid or not _worker[1].is_alive():
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="tempomem-delta")
+        process.start()
+        _worker = (pid, process, ours)
+    return _worker[2]
+
+
+def _serve(conn: Any) -> None:
+    """The worker's loop: run each operation sent and send back its result or its error."""
+    while True:
+        try:
+            op, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send((True, op(*args)))
+        except Exception as exc:
+            conn.send((False, exc))
 
 
 def _table(path: str) -> Any:
@@ -98,9 +126,9 @@ def _op_create(path: str) -> None:
     )
 
 
-def _op_snapshot(path: str, known_version: int) -> Snapshot:
+def _op_snapshot(path: str, newest_on_disk: int) -> Snapshot:
     dt = _table(path)
-    if dt.version() != known_version or known_version < 0:
+    if dt.version() < newest_on_disk:
         dt.update_incremental()
     return Snapshot(dt.version(), tuple(dt.file_uris()))
 
@@ -215,8 +243,9 @@ class Storage:
 
     def snapshot(self) -> Snapshot:
         """The current version and its data files (cached while the log has not moved)."""
-        if self.latest_version() != self._snapshot.version:
-            self._snapshot = _run(_op_snapshot, self._uri, self._snapshot.version)
+        newest = self.latest_version()
+        if newest != self._snapshot.version:
+            self._snapshot = _run(_op_snapshot, self._uri, newest)
         return self._snapshot
 
     def append(self, table: pa.Table) -> int:

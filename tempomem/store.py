@@ -347,7 +347,7 @@ class Memory:
         store clock's now. The time slice comes first (as_believed semantics: a closed,
         retracted or not-yet-believed fact is never returned), cosine ranking second; the
         frame has the revision's columns plus ``score``, best first. ``trusted`` keeps only
-        trusted facts: a list of sources, or ``{"sources": [...], "min_confidence": 0.9}``.
+        facts meeting the trusted policy of :meth:`as_of` (see :mod:`tempomem.trust`).
         Facts still lacking an embedding are embedded first (see :meth:`embed`).
 
         >>> mem.recall("customer 42 iban", k=1)["object"].to_list()  # doctest: +SKIP

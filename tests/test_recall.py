@@ -214,3 +214,30 @@ def test_forget_removes_embeddings_and_recall_stops_returning(mem: tm.Memory, ib
         assert old.fact_id not in out["fact_id"].to_list() and new.fact_id not in out["fact_id"].to_list()
     assert mem.recall(vector, k=5)["subject"].to_list() == ["customer-43"]
     assert mem.embed() == 0  # tombstones are never re-embedded
+
+
+def test_cli_recall_table_json_and_errors(store_path, clock) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from tempomem.cli import cli
+
+    mem = tm.open(store_path, create=True, clock=clock)
+    clock.set("2026-03-01T00:00:00Z")
+    mem.assert_fact("customer-42", "iban", OLD_IBAN, valid_from="2025-01-01",
+                    text=f"customer 42 iban {OLD_IBAN} at Societe Generale Paris")
+    clock.set("2026-03-05T00:00:00Z")
+    mem.assert_fact("customer-42", "iban", NEW_IBAN, valid_from="2026-03-04")
+    runner = CliRunner()
+    base = ["--store", str(store_path), "recall", QUERY]
+    out = runner.invoke(cli, [*base, "--json"])
+    assert out.exit_code == 0, out.output
+    assert [r["object"] for r in json.loads(out.output)] == [NEW_IBAN]
+    rewound = runner.invoke(cli, [*base, "--at", "2026-03-02", "--believed-at", "2026-03-02", "-k", "1", "--json"])
+    rows = json.loads(rewound.output)
+    assert [r["object"] for r in rows] == [OLD_IBAN] and "embedding" not in rows[0]
+    table = runner.invoke(cli, base)
+    assert table.exit_code == 0 and NEW_IBAN in table.output and "score" in table.output
+    bad = runner.invoke(cli, [*base, "--at", "yesterday-ish"])
+    assert bad.exit_code == 1 and "valid_at" in bad.output and "Traceback" not in bad.output

@@ -1,0 +1,125 @@
+"""Typed-link traversal in time: ``tm.graph.traverse`` and the multi-hop dependency question.
+
+Both run one SQL macro of ``macros.sql`` (``tm_traverse``, ``dependency_changes``): a recursive
+query over one time slice (SPEC §6 as_believed semantics), so every hop sees the same
+instant and belief. Edges are facts whose object is an entity (the subject of some fact),
+walked subject -> object only; see the macros for why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from .errors import TempomemError
+from .queries import frame
+from .recall import prepared_connection
+from .schema import LINK_TYPES
+from .times import TimeLike, to_utc
+
+if TYPE_CHECKING:
+    from .store import Memory
+
+#: Hop multiplier per link type: causal and entity links spread more, semantic ones less.
+DEFAULT_MULTIPLIERS: dict[str, float] = {"causal": 1.5, "entity": 1.2, "temporal": 1.0, "semantic": 0.8}
+
+_MAX_DEPTH = 10
+
+
+def _multipliers(given: Mapping[str, float] | None) -> dict[str, float]:
+    merged = dict(DEFAULT_MULTIPLIERS)
+    for link_type, factor in (given or {}).items():
+        if link_type not in LINK_TYPES:
+            raise TempomemError(f"multipliers: unknown link_type {link_type!r}; use {', '.join(LINK_TYPES)}")
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor >= 0:
+            raise TempomemError(f"multipliers: {link_type} must be a number >= 0, got {factor!r}")
+        merged[link_type] = float(factor)
+    return merged
+
+
+def _depth(depth: Any) -> int:
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= _MAX_DEPTH:
+        raise TempomemError(f"depth: must be an integer from 1 to {_MAX_DEPTH}, got {depth!r}")
+    return depth
+
+
+def _name(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TempomemError(f"{field}: must be a non-empty entity name, got {value!r}")
+    return value
+
+
+def _predicates(predicates: str | Sequence[str] | None) -> list[str] | None:
+    if predicates is None:
+        return None
+    return [predicates] if isinstance(predicates, str) else [str(p) for p in predicates]
+
+
+def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | None = None,
+             believed_at: TimeLike | None = None, multipliers: Mapping[str, float] | None = None,
+             predicates: str | Sequence[str] | None = None) -> pl.DataFrame:
+    """Entities reached from ``start`` in at most ``depth`` hops over the links in force.
+
+    The slice is (``valid_at``, ``believed_at``), both defaulting to the store clock's now;
+    a link that ended, was retracted or was not yet believed is not walked. Each hop is worth
+    ``weight`` × the multiplier of its ``link_type`` (``multipliers`` overrides some of the
+    defaults causal 1.5, entity 1.2, temporal 1.0, semantic 0.8). ``predicates`` optionally
+    keeps only links with those predicates. Result columns: ``entity``, ``depth`` (fewest
+    hops), ``score`` (best path: product of its hop values), ``path`` (that path's fact_ids),
+    best score first.
+
+    >>> tm.graph.traverse(mem, "checkout-api", depth=2, valid_at="2026-03-15T08:00Z")  # doctest: +SKIP
+    """
+    factors = _multipliers(multipliers)
+    now = mem.now()
+    at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
+    believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
+    with mem._lock:
+        return frame(
+            prepared_connection(mem),
+            """SELECT * FROM tm_traverse($start, $depth, $valid_at, $believed_at,
+                                         multipliers := MAP(CAST($types AS VARCHAR[]), CAST($factors AS DOUBLE[])),
+                                         predicates := CAST($predicates AS VARCHAR[]))""",
+            {"start": _name(start, "start"), "depth": _depth(depth), "valid_at": at, "believed_at": believed,
+             "types": list(factors), "factors": list(factors.values()), "predicates": _predicates(predicates)},
+        )
+
+
+def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24 hours", *, depth: int = 3,
+                       believed_at: TimeLike | None = None,
+                       predicates: str | Sequence[str] = ("depends_on",)) -> pl.DataFrame:
+    """Which dependencies of ``root`` at ``at`` changed in ``[at - lookback, at)``, and were they known then?
+
+    Dependencies are the entities reached from ``root`` over ``predicates`` links (default
+    ``depends_on``) in at most ``depth`` hops, in the slice at ``at`` as known at
+    ``believed_at`` (default: now). One row per change of a fact about a dependency whose
+    valid start or end falls in the window: ``dependency``, ``depth``, ``via`` (fact_ids of
+    the path), ``fact_id``, ``predicate``, ``object``, ``change`` (``started``/``ended``),
+    ``changed_at``, ``learned_at`` (when the store first held that change) and
+    ``known_at_time`` (``learned_at <= at``). ``lookback`` is a DuckDB interval text.
+
+    >>> tm.graph.dependency_changes(mem, "checkout-api", "2026-03-15T08:00Z")  # doctest: +SKIP
+    """
+    when = to_utc(at, field="at")
+    if when is None:
+        raise TempomemError("at: a time is required")
+    if not isinstance(lookback, str) or not lookback.strip():
+        raise TempomemError(f"lookback: expected an interval such as '24 hours', got {lookback!r}")
+    believed = to_utc(believed_at, field="believed_at") or mem.now()
+    with mem._lock:
+        con = prepared_connection(mem)
+        try:
+            con.sql("SELECT CAST($l AS INTERVAL)", params={"l": lookback}).fetchall()
+        except Exception:
+            raise TempomemError(f"lookback: cannot read {lookback!r} as an interval (e.g. '24 hours')") from None
+        return frame(
+            con,
+            """SELECT * FROM dependency_changes($root, $at_time, $lookback, depth := $depth,
+                                                believed_at := $believed_at,
+                                                predicates := CAST($predicates AS VARCHAR[]))""",
+            {"root": _name(root, "root"), "at_time": when, "lookback": lookback, "depth": _depth(depth),
+             "believed_at": believed, "predicates": _predicates(predicates)},
+        )
