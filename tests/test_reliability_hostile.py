@@ -62,7 +62,8 @@ def test_assert_fact_takes_garbage_with_a_typed_error_or_stores_it_verbatim(
         assert _version(mem) == before, "a refused write changed the store"
         return
     assert (fact.subject, fact.predicate, fact.object) == (subject, predicate, obj)
-    assert isinstance(confidence, (int, float)) and not math.isnan(confidence) and 0 <= confidence <= 1
+    assert confidence is None or (isinstance(confidence, (int, float)) and not math.isnan(confidence)
+                                  and 0 <= confidence <= 1)
     stored = mem.history(subject, predicate)
     assert fact.fact_id in stored["fact_id"].to_list()
     assert stored.filter(pl.col("fact_id") == fact.fact_id)["object"].to_list() == [obj]
