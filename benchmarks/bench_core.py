@@ -87,7 +87,8 @@ def main() -> None:
 
         def one_commit() -> None:
             i = next(counter)
-            small.assert_fact(f"svc-{i * 7919 % (n_facts // PREDICATES):07d}", "p1", f"new-{i}", valid_from="2026-01-01")
+            subject = f"svc-{i * 7919 % (n_facts // PREDICATES):07d}"
+            small.assert_fact(subject, "p1", f"new-{i}", valid_from="2026-01-01")
 
         print(f"assert_fact, one commit, store of {n_facts:,} facts: {fmt(timed(one_commit, args.runs))}")
 
