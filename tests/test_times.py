@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 from conftest import ts
@@ -28,7 +28,7 @@ from tempomem.times import iso, to_utc
 )
 def test_accepted_times(value, expected):
     got = to_utc(value)
-    assert got.tzinfo == timezone.utc
+    assert got.tzinfo == UTC
     assert iso(got) == expected
 
 
