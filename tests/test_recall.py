@@ -126,17 +126,25 @@ def test_trusted_filter_keeps_listed_sources_and_confidence(mem: tm.Memory, cloc
         mem.recall("checkout-api", trusted={"source": "x"})
 
 
-def test_recall_macro_in_sql_matches_python(mem: tm.Memory, ibans) -> None:
+def test_recall_macro_in_sql_matches_python(mem: tm.Memory, ibans, clock) -> None:
     mem.embed()
     q = HashingEmbedder().embed([QUERY])[0].tolist()
     con = mem.connect()
-    sql = con.sql("SELECT object, score FROM recall(CAST($q AS FLOAT[]), 5, $v, $b)",
+    clock.set("2026-03-06T00:00:00Z")
+    mem.assert_fact("customer-43", "iban", "NL91 ABNA 0417 1643 00", valid_from="2025-01-01")
+    sql = con.sql("SELECT * FROM recall(CAST($q AS FLOAT[]), 5, $v, $b)",
                   params={"q": q, "v": ts("2026-03-02"), "b": ts("2026-03-02")}).pl()
     py = mem.recall(q, k=5, valid_at="2026-03-02", believed_at="2026-03-02")
-    assert sql.equals(py.select("object", "score"))
-    # NULL times mean now(): the new IBAN only.
-    assert con.sql("SELECT object FROM recall(CAST($q AS FLOAT[]), 5, NULL, NULL)",
-                   params={"q": q}).fetchall() == [(NEW_IBAN,)]
+    # SQL over the stored lists and Python over NumPy: same rows, scores equal to float precision.
+    assert sql["object"].to_list() == [OLD_IBAN]  # the connection predates customer-43's fact
+    assert py["object"].to_list() == [OLD_IBAN]  # not valid on 03-02 as believed on 03-02 either
+    assert sql.drop("score").equals(py.drop("score"))
+    assert sql["score"].to_list() == pytest.approx(py["score"].to_list(), abs=1e-6)
+    fresh = mem.connect().sql("SELECT object, score FROM recall(CAST($q AS FLOAT[]), 5, NULL, NULL)",
+                              params={"q": q}).pl()
+    now = mem.recall(q, k=5)
+    assert fresh["object"].to_list() == now["object"].to_list() == [NEW_IBAN, "NL91 ABNA 0417 1643 00"]
+    assert fresh["score"].to_list() == pytest.approx(now["score"].to_list(), abs=1e-6)
 
 
 def test_recall_sees_new_commits_and_in_place_embeddings(mem: tm.Memory, clock) -> None:
