@@ -118,8 +118,8 @@ def _load_vectors(con: duckdb.DuckDBPyConnection, file: str) -> list[_Vectors]:
     return out
 
 
-def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
-    """Bring the in-memory vectors and index of ``con`` up to the store's version."""
+def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = True) -> _Cache:
+    """Bring the in-memory index (and, with ``vectors``, the vectors) of ``con`` up to date."""
     cache: _Cache | None = getattr(mem, "_recall_cache", None)
     if cache is None or cache.con is not con:
         con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT e.* FROM _tm_events AS e")
@@ -129,6 +129,12 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
         cache = _Cache(con)
         mem._recall_cache = cache  # type: ignore[attr-defined]
     snap = mem._storage.snapshot()
+    if cache.index_version != snap.version:
+        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT * FROM _tm_index_live")
+        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_cache AS i")
+        cache.index_version = snap.version
+    if not vectors:
+        return cache
     current = set(snap.files)
     for gone in [f for f in cache.vectors if f not in current]:
         del cache.vectors[gone], cache.missing[gone]
@@ -143,10 +149,6 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
             params={"files": new},
         ).fetchall())
         cache.missing.update(counts)
-    if cache.index_version != snap.version:
-        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT * FROM _tm_index_live")
-        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_cache AS i")
-        cache.index_version = snap.version
     return cache
 
 
@@ -172,9 +174,9 @@ def _scores(cache: _Cache, query: list[float]) -> pa.Table:
 
 
 def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
-    """The store's connection with its in-memory recall/traversal tables up to date (hold ``mem._lock``)."""
+    """The store's connection with its in-memory time-slice index up to date (hold ``mem._lock``)."""
     con = mem._connection()
-    _refresh(mem, con)
+    _refresh(mem, con, vectors=False)
     return con
 
 
@@ -190,6 +192,25 @@ def _query_vector(mem: Memory, query: Any) -> list[float]:
     if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
         raise TempomemError(f"query: expected a non-empty 1-D vector of finite numbers, got shape {vector.shape}")
     return vector.tolist()
+
+
+#: How many of the best scores recall offers the macro at first (they widen 8-fold as needed).
+_OFFER_PER_K = 64
+_MIN_OFFER = 1024
+
+_RECALL_SQL = """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
+                                      subject := $subject, predicate := $predicate,
+                                      sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)"""
+
+
+def _best(scores: pa.Table, wanted: int) -> tuple[pa.Table, bool]:
+    """The rows of ``scores`` at least as good as its ``wanted``-th best; True when that is all."""
+    if scores.num_rows <= wanted:
+        return scores, True
+    values = scores["score"].to_numpy()
+    threshold = np.partition(values, values.size - wanted)[values.size - wanted]
+    keep = np.flatnonzero(values >= threshold)
+    return scores.take(pa.array(keep)), keep.size == values.size
 
 
 def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
@@ -208,16 +229,21 @@ def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = N
         if any(cache.missing.values()):
             embed(mem)
             cache = _refresh(mem, mem._connection())
-        cache.con.register("_tm_query_scores", _scores(cache, vector))
+        scores = _scores(cache, vector)
+        params = {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
+                  "predicate": predicate, "sources": policy["trusted_sources"],
+                  "min_confidence": policy["trusted_min_confidence"]}
+        # Exact top k of the slice without joining every score to it: offer the macro the best
+        # `wanted` scores (all ties of the last one included); if fewer than k of them are in
+        # the slice, every unseen vector scores no higher than those, so widen and ask again.
+        wanted = max(_OFFER_PER_K * k, _MIN_OFFER)
         try:
-            return frame(
-                cache.con,
-                """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
-                                        subject := $subject, predicate := $predicate,
-                                        sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)""",
-                {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
-                 "predicate": predicate, "sources": policy["trusted_sources"],
-                 "min_confidence": policy["trusted_min_confidence"]},
-            )
+            while True:
+                offered, complete = _best(scores, wanted)
+                cache.con.register("_tm_query_scores", offered)
+                found = frame(cache.con, _RECALL_SQL, params)
+                if found.height >= k or complete:
+                    return found
+                wanted *= 8
         finally:  # let the scores go; the macro stays bound to the (empty) name
             cache.con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())

@@ -249,3 +249,23 @@ def test_cli_recall_table_json_and_errors(store_path, clock) -> None:
     assert table.exit_code == 0 and NEW_IBAN in table.output and "score" in table.output
     bad = runner.invoke(cli, [*base, "--at", "yesterday-ish"])
     assert bad.exit_code == 1 and "valid_at" in bad.output and "Traceback" not in bad.output
+
+
+def test_widening_offer_keeps_the_answer_exact(mem: tm.Memory, clock, monkeypatch) -> None:
+    """Recall offers the macro only the best scores first; when the slice holds too few of them
+    it must widen until the answer equals the full ranking (here: best matches are all closed)."""
+    import tempomem.recall as recall_module
+
+    clock.set("2026-03-01T00:00:00Z")
+    closed = [{"subject": f"host-{i}", "predicate": "alert", "object": f"disk full on host {i}",
+               "valid_from": "2025-01-01", "valid_to": "2025-02-01"} for i in range(6)]
+    live = [{"subject": "host-9", "predicate": "alert", "object": "disk almost full"},
+            {"subject": "host-8", "predicate": "note", "object": "quiet night"}]
+    mem.assert_many(closed + live)
+    full = mem.recall("disk full on host", k=2)
+    assert full["object"].to_list() == ["disk almost full", "quiet night"]
+    monkeypatch.setattr(recall_module, "_OFFER_PER_K", 1)
+    monkeypatch.setattr(recall_module, "_MIN_OFFER", 1)
+    narrow = mem.recall("disk full on host", k=2)
+    assert narrow.drop("score").equals(full.drop("score"))
+    assert mem.recall("disk full on host", k=5, valid_at="2025-01-15").height == 5
