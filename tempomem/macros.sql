@@ -336,8 +336,11 @@ WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.ev
 -- with the raw Parquet rows and `tm_scores` (below) with NumPy, which is what makes recall
 -- over a million facts fit in a second.
 
+-- `row_key` identifies a revision row for the final lookup of an answer's few rows (here a
+-- hash; in tempomem's connection the row id of its in-memory copy, which DuckDB fetches
+-- directly instead of scanning every row).
 CREATE OR REPLACE VIEW _tm_index_live AS
-SELECT r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
+SELECT hash(r.fact_id, r.revision) AS row_key, r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
        r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at, r.believed_until,
        r.retracted_at, r.status
 FROM revisions AS r;
@@ -348,7 +351,8 @@ CREATE OR REPLACE VIEW _tm_vectors AS
 SELECT r.fact_id, r.revision, r.embedding FROM revisions AS r WHERE r.embedding IS NOT NULL;
 
 -- Full revision rows, looked up for the few rows an answer returns.
-CREATE OR REPLACE VIEW _tm_rows AS SELECT r.* EXCLUDE (believed_until) FROM revisions AS r;
+CREATE OR REPLACE VIEW _tm_rows AS
+SELECT hash(r.fact_id, r.revision) AS row_key, r.* EXCLUDE (believed_until) FROM revisions AS r;
 
 -- The revision (of a fact) is in the slice (valid_at, believed_at): as_believed's test.
 CREATE OR REPLACE MACRO tm_in_slice(valid_from, valid_to, recorded_at, believed_until, retracted_at,
@@ -388,23 +392,23 @@ CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE
 CREATE OR REPLACE MACRO recall(query_vec, k, valid_at, believed_at, subject := NULL,
                                predicate := NULL, sources := NULL, min_confidence := NULL) AS TABLE
 WITH slice AS (
-    SELECT s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
+    SELECT s.row_key, s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
     WHERE (subject IS NULL OR s.subject = subject)
       AND (predicate IS NULL OR s.predicate = predicate)
       AND (sources IS NULL OR list_contains(sources, s.source))
       AND (min_confidence IS NULL OR s.confidence >= min_confidence)
 ),
 ranked AS (
-    SELECT sc.fact_id, sc.revision, sl.believed_until, sc.score
+    SELECT sl.row_key, sc.fact_id, sc.revision, sl.believed_until, sc.score
     FROM tm_scores(query_vec) AS sc
     JOIN slice AS sl ON sl.fact_id = sc.fact_id AND sl.revision = sc.revision
     WHERE sc.score IS NOT NULL
     ORDER BY sc.score DESC, sc.fact_id
     LIMIT k
 )
-SELECT e.* EXCLUDE (embedding, revision), e.revision, rk.believed_until, rk.score
+SELECT e.* EXCLUDE (row_key, embedding, revision), e.revision, rk.believed_until, rk.score
 FROM ranked AS rk
-JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
+JOIN _tm_rows AS e ON e.row_key = rk.row_key AND e.fact_id = rk.fact_id AND e.revision = rk.revision
 ORDER BY rk.score DESC, rk.fact_id;
 
 -- Typed-link traversal -----------------------------------------------------------------------

@@ -4,10 +4,10 @@
 ``recall`` runs the ``recall`` SQL macro (time slice first, cosine ranking second).
 
 Speed: in tempomem's own DuckDB connection the recall macro runs over stand-ins that give the
-same rows faster: ``_tm_index`` (a slim copy of ``revisions``) is an in-memory table rebuilt
-when the store version changes; ``tm_scores`` reads similarities that NumPy computed from
-vectors held in memory per data file (a commit loads only the files it added and drops the
-ones it removed; a compaction reloads everything once); ``_tm_rows`` reads the Parquet rows.
+same rows faster: ``_tm_index`` and ``_tm_rows`` read an in-memory copy of ``revisions``
+without vectors, rebuilt when the store version changes; ``tm_scores`` reads similarities that
+NumPy computed from vectors held in memory per data file (a commit loads only the files it
+added and drops the ones it removed; a compaction reloads everything once).
 """
 
 from __future__ import annotations
@@ -122,7 +122,6 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = Tru
     """Bring the in-memory index (and, with ``vectors``, the vectors) of ``con`` up to date."""
     cache: _Cache | None = getattr(mem, "_recall_cache", None)
     if cache is None or cache.con is not con:
-        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT e.* FROM _tm_events AS e")
         con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())  # the macro binds at creation
         con.execute("CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE "
                     "SELECT s.fact_id, s.revision, s.score FROM _tm_query_scores AS s")
@@ -130,8 +129,11 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = Tru
         mem._recall_cache = cache  # type: ignore[attr-defined]
     snap = mem._storage.snapshot()
     if cache.index_version != snap.version:
-        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT * FROM _tm_index_live")
-        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_cache AS i")
+        # Every revision without its vector: the time slice and the rows an answer returns.
+        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT r.* EXCLUDE (embedding) FROM revisions AS r")
+        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.rowid AS row_key, i.* FROM _tm_index_cache AS i")
+        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT i.rowid AS row_key, i.* EXCLUDE (believed_until), "
+                    "CAST(NULL AS FLOAT[]) AS embedding FROM _tm_index_cache AS i")
         cache.index_version = snap.version
     if not vectors:
         return cache
@@ -152,25 +154,19 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = Tru
     return cache
 
 
-def _scores(cache: _Cache, query: list[float]) -> pa.Table:
+def _scores(cache: _Cache, query: list[float]) -> list[tuple[_Vectors, np.ndarray]]:
     """Cosine similarity of ``query`` to every cached vector of its length (zero vectors: 0)."""
     q = np.asarray(query, dtype=np.float32)
     q_norm = float(np.linalg.norm(q))
-    ids, revisions, scores = [], [], []
+    out = []
     for parts in cache.vectors.values():
         for part in parts:
             if part.matrix.shape[1] != q.size:
                 continue
             denominator = part.norms * q_norm
             dots = (part.matrix @ q).astype(np.float64)
-            scores.append(np.divide(dots, denominator, out=np.zeros_like(dots), where=denominator > 0))
-            ids.append(part.fact_id)
-            revisions.append(part.revision)
-    return pa.Table.from_arrays([
-        pa.chunked_array(ids, pa.string()),
-        pa.chunked_array(revisions, pa.int32()),
-        pa.chunked_array([pa.array(s) for s in scores], pa.float64()),
-    ], schema=_SCORES_SCHEMA)
+            out.append((part, np.divide(dots, denominator, out=np.zeros_like(dots), where=denominator > 0)))
+    return out
 
 
 def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
@@ -203,14 +199,22 @@ _RECALL_SQL = """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $belie
                                       sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)"""
 
 
-def _best(scores: pa.Table, wanted: int) -> tuple[pa.Table, bool]:
-    """The rows of ``scores`` at least as good as its ``wanted``-th best; True when that is all."""
-    if scores.num_rows <= wanted:
-        return scores, True
-    values = scores["score"].to_numpy()
-    threshold = np.partition(values, values.size - wanted)[values.size - wanted]
-    keep = np.flatnonzero(values >= threshold)
-    return scores.take(pa.array(keep)), keep.size == values.size
+def _best(scores: list[tuple[_Vectors, np.ndarray]], wanted: int) -> tuple[pa.Table, bool]:
+    """The scored rows at least as good as the ``wanted``-th best; True when that is all of them."""
+    total = sum(values.size for _, values in scores)
+    threshold = -np.inf
+    if total > wanted:
+        every = np.concatenate([values for _, values in scores])
+        threshold = np.partition(every, total - wanted)[total - wanted]
+    ids, revisions, kept = [], [], []
+    for part, values in scores:
+        keep = np.flatnonzero(values >= threshold)
+        ids.append(part.fact_id.take(keep))
+        revisions.append(part.revision.take(keep))
+        kept.append(pa.array(values[keep], pa.float64()))
+    offered = pa.Table.from_arrays([pa.chunked_array(ids, pa.string()), pa.chunked_array(revisions, pa.int32()),
+                                    pa.chunked_array(kept, pa.float64())], schema=_SCORES_SCHEMA)
+    return offered, offered.num_rows == total
 
 
 def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
