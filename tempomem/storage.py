@@ -16,11 +16,9 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
-import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,7 @@ T = TypeVar("T")
 
 _META_DIR = "_tempomem"
 _LOG_DIR = "_delta_log"
-_ROW_GROUP_ROWS = 64 * 1024
+_ROW_GROUP_ROWS = 16 * 1024
 #: Compact once this many files under _SMALL_FILE_BYTES have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
 _SMALL_FILE_BYTES = 16 * 1024 * 1024
@@ -55,34 +53,50 @@ class Snapshot:
 # -- deltalake calls, fork-safe -------------------------------------------------------------
 
 _runtime_pid: int | None = None
-_worker_pool: ProcessPoolExecutor | None = None
-_worker_pid: int | None = None
+_worker: tuple[int, Any, Any] | None = None  # (owner pid, process, connection)
+_worker_lock = threading.Lock()
 _tables: dict[str, Any] = {}
 
 
 def _run(op: Callable[..., T], *args: Any) -> T:
     """Run a deltalake operation here, or in a spawned worker when this is a forked child."""
-    global _runtime_pid, _worker_pool, _worker_pid
+    global _runtime_pid
     pid = os.getpid()
     if _runtime_pid is None or _runtime_pid == pid:
         _runtime_pid = pid
         return op(*args)
-    if _worker_pool is None or _worker_pid != pid:
-        _worker_pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        _worker_pid = pid
-        # A multiprocessing child joins its children when it exits, before any atexit hook
-        # could shut the pool down: it would wait forever for the idle worker. Stop it first.
-        multiprocessing.util.Finalize(None, _stop_worker, args=(_worker_pool,), exitpriority=10)
-    return _worker_pool.submit(op, *args).result()
+    with _worker_lock:  # one request at a time on the pipe
+        conn = _worker_connection(pid)
+        conn.send((op, args))
+        ok, value = conn.recv()
+    if not ok:
+        raise value
+    return value
 
 
-def _stop_worker(pool: ProcessPoolExecutor) -> None:
-    """End the idle spawned worker (no call is in flight: :func:`_run` waits for each)."""
-    workers = list(getattr(pool, "_processes", {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        worker.terminate()
-        worker.join(10)
+def _worker_connection(pid: int) -> Any:
+    """A daemonic spawned worker for this process: daemonic, so it never blocks the exit."""
+    global _worker
+    if _worker is None or _worker[0] != pid or not _worker[1].is_alive():
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="tempomem-delta")
+        process.start()
+        _worker = (pid, process, ours)
+    return _worker[2]
+
+
+def _serve(conn: Any) -> None:
+    """The worker's loop: run each operation sent and send back its result or its error."""
+    while True:
+        try:
+            op, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send((True, op(*args)))
+        except Exception as exc:
+            conn.send((False, exc))
 
 
 def _table(path: str) -> Any:
@@ -111,11 +125,9 @@ def _op_create(path: str) -> None:
     )
 
 
-def _op_snapshot(path: str, newest_version: int) -> Snapshot:
-    # The cached table may lag behind commits made by other processes: bring it up to the
-    # newest version on disk (comparing with this process's own last snapshot is not enough).
+def _op_snapshot(path: str, newest_on_disk: int) -> Snapshot:
     dt = _table(path)
-    if dt.version() != newest_version:
+    if dt.version() < newest_on_disk:
         dt.update_incremental()
     return Snapshot(dt.version(), tuple(dt.file_uris()))
 
@@ -133,7 +145,9 @@ def _op_compact(path: str) -> int:
     dt = _table(path)
     dt.update_incremental()
     dt.optimize.compact(writer_properties=_writer_properties())
-    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False)
+    # full=True also deletes files the log never referenced (left by a writer killed between
+    # writing its Parquet file and committing it) once they are older than the retention.
+    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
     return dt.version()
 
 

@@ -136,7 +136,8 @@ def new_assertion(values: dict[str, Any], row: int | None = None) -> dict[str, A
     valid_from = _time(values.get("valid_from"), "valid_from", row)
     valid_to = _time(values.get("valid_to"), "valid_to", row)
     if valid_from is not None and valid_to is not None and valid_from > valid_to:
-        raise TempomemError(f"{_where(row)}valid_to: {valid_to.isoformat()} is before valid_from {valid_from.isoformat()}")
+        raise TempomemError(
+            f"{_where(row)}valid_to: {valid_to.isoformat()} is before valid_from {valid_from.isoformat()}")
     artifacts: list[str] = []
     for name in ("artifact", "artifacts"):
         given = values.get(name)
@@ -257,7 +258,8 @@ class Batch:
         return state
 
     def _resolve_conflicts(self, n: dict[str, Any], believed: list[dict[str, Any]], policy: str) -> None:
-        others = [s for s in believed if s["fact_id"] != n["fact_id"] and s["object"] != n["object"] and _overlaps(s, n)]
+        others = [s for s in believed
+                  if s["fact_id"] != n["fact_id"] and s["object"] != n["object"] and _overlaps(s, n)]
         if not others:
             return
         if policy == "reject":
