@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 _META_DIR = "_tempomem"
 _LOG_DIR = "_delta_log"
-_ROW_GROUP_ROWS = 64 * 1024
+_ROW_GROUP_ROWS = 16 * 1024
 #: Compact once this many files under _SMALL_FILE_BYTES have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
 _SMALL_FILE_BYTES = 16 * 1024 * 1024
