@@ -16,7 +16,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import tempomem as tm
 from tempomem.schema import EVENT_SCHEMA
 
-UTC = timezone.utc
+UTC = UTC
 DIM = 384
 CHUNK = 250_000
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

@@ -7,6 +7,8 @@ read in one DuckDB statement, and the first row that cannot be read is reported 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import duckdb
@@ -16,6 +18,18 @@ from .backfill import _as_arrow, time_sql
 from .errors import TempomemError, TimeParseError
 
 ROW = "_tm_row"
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str, required: tuple[str, ...],
+               times: tuple[str, ...], optional: tuple[str, ...] = ()
+               ) -> Iterator[tuple[duckdb.DuckDBPyConnection, pl.DataFrame]]:
+    """:func:`register` on a shared connection, dropping what it made on exit."""
+    try:
+        yield con, register(con, data, field=field, name=name, required=required, times=times, optional=optional)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+        con.unregister(f"{name}_input")
 
 
 def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str,

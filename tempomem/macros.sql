@@ -213,13 +213,14 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- are gone from every belief time, so only their erasure is reported.
 -- `event_at` is when the event became the belief; for created and retracted rows the fact
 -- columns are the fact as of the event, with `recorded_at` = when the fact was first recorded.
--- A NULL bound is open. `believed_until` is never read here, so DuckDB drops the `revisions`
--- window and pushes the belief-time filter down to the scan: a one-week diff over millions of
--- revisions does not sort the whole table.
+-- A NULL bound is open. `believed_until` is never read here, so any table of revision rows
+-- will do as `source` (default `revisions`). tempomem passes its raw rows `_tm_events`: with no
+-- window in between, the belief-time filter reaches the Parquet scan and skips row groups
+-- outside the window, so a one-week diff over millions of revisions reads a fraction of them.
 
-CREATE OR REPLACE MACRO memory_diff(from_at, to_at) AS TABLE
+CREATE OR REPLACE MACRO memory_diff(from_at, to_at, source := 'revisions') AS TABLE
 WITH win AS (           -- the revisions that became a belief inside the window
-    SELECT w.* EXCLUDE (believed_until) FROM revisions AS w
+    SELECT COLUMNS(lambda c: c <> 'believed_until') FROM query_table(source) AS w
     WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
       AND w.status <> 'erased'
 ),
@@ -235,7 +236,10 @@ step AS (               -- each of them next to the revision it follows (NULL fo
                     OR p.status IS DISTINCT FROM w.status) AS is_move,
            p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
     FROM win AS w
-    LEFT JOIN revisions AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
+    -- a previous revision was recorded before the window ends: the scan skips later files
+    LEFT JOIN (SELECT q.* FROM query_table(source) AS q
+               WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)) AS p
+           ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
 ),
 -- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
 -- retraction through a change keeps the retracted fact's start, which the new fact shares;
@@ -253,8 +257,9 @@ pairs AS (
                                ORDER BY contains(coalesce(c.reason, ''), n.fact_id) DESC, n.fact_id) = 1
 ),
 first_seen AS (         -- when each fact of a created or retracted row was first recorded
-    SELECT f.fact_id, f.recorded_at FROM revisions AS f
+    SELECT f.fact_id, f.recorded_at FROM query_table(source) AS f
     WHERE f.revision = 1 AND f.fact_id IN (SELECT s.fact_id FROM step AS s WHERE s.is_retraction)
+      AND tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), f.recorded_at)
 ),
 events AS (
     SELECT 'created' AS bucket, s.recorded_at AS event_at, s.*
@@ -290,13 +295,13 @@ new_entities AS (       -- subjects of new facts in the window with nothing reco
            min(s.recorded_at) AS recorded_at
     FROM step AS s
     WHERE s.is_new
-      AND NOT EXISTS (SELECT 1 FROM revisions AS o
+      AND NOT EXISTS (SELECT 1 FROM query_table(source) AS o
                       WHERE o.scope = s.scope AND o.subject = s.subject AND o.status <> 'erased'
                         AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ))
     GROUP BY s.scope, s.subject
 ),
 tombstones AS (         -- the last revision of each erased fact of a forgotten (hashed) subject
-    SELECT t.scope, t.subject, t.recorded_at, t.reason, t.ingested_at FROM revisions AS t
+    SELECT t.scope, t.subject, t.recorded_at, t.reason, t.ingested_at FROM query_table(source) AS t
     WHERE t.status = 'erased' AND starts_with(t.subject, 'erased:')
     QUALIFY t.revision = max(t.revision) OVER (PARTITION BY t.fact_id)
 ),

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .inputs import ROW, register
+from .inputs import ROW, registered
 from .queries import frame
+from .recall import prepared_connection
 
 if TYPE_CHECKING:
     from .store import Memory
@@ -26,7 +27,9 @@ KINDS = ("same", "not_yet_known", "corrected", "learned_late")
 # valid_at, believed_at), shared with the decision audit. Probes with no scope (or a NULL one)
 # match every scope. A revision answers `as_believed` when it was the belief at believed_at,
 # not retracted, not erased and valid at valid_at; it answers `as_of` when it is the fact's
-# latest revision and the fact is neither retracted nor erased.
+# latest revision and the fact is neither retracted nor erased. `_tm_index` is the slim copy of
+# `revisions` that the store's connection keeps in memory between commits (see recall.py), so
+# a batch of probes does not recompute every revision's belief interval.
 ANSWERS_SQL = """
 WITH hits AS (
     SELECT p._tm_row, r.fact_id, r.object, r.source,
@@ -37,7 +40,7 @@ WITH hits AS (
                AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
            r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
     FROM _tm_probes AS p
-    JOIN revisions AS r
+    JOIN _tm_index AS r
       ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
 ),
 answers AS (
@@ -127,14 +130,10 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     """
     if probes is None:
         probes = generate(mem)
-    con = mem.connect()
-    try:
-        original = register(con, probes, field="probes", name="_tm_probes",
-                            required=("subject", "predicate", "valid_at", "believed_at"),
-                            times=("valid_at", "believed_at"), optional=("scope",))
+    with mem._lock, registered(prepared_connection(mem), probes, field="probes", name="_tm_probes",
+                               required=("subject", "predicate", "valid_at", "believed_at"),
+                               times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)
-    finally:
-        con.close()
     return original.join(answers, on=ROW, how="left", maintain_order="left").drop(ROW)
 
 

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from .errors import TempomemError
-from .inputs import ROW, register
+from .inputs import ROW, registered
 from .probes import ANSWERS_SQL
 from .queries import frame
+from .recall import prepared_connection
 from .schema import FACT_COLUMNS
 
 if TYPE_CHECKING:
@@ -48,12 +49,31 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 
 # -- ingestion lag -----------------------------------------------------------------------------
 
+# One row per believed fact, read from the raw rows without the per-fact window of `facts`:
+# a fact's first revision holds its first `recorded_at` and, on the write path, its start, which
+# only ever changes from unknown (or inferred) to a given one when a duplicate fills it; those
+# few facts take the latest given start. Facts ever retracted or erased are left out.
 _LAG = """
-SELECT {groups},
-       CASE WHEN f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
-            THEN epoch_us(f.recorded_at) - epoch_us(f.valid_from) END AS lag_us
-FROM facts AS f
-WHERE f.status NOT IN ('retracted', 'erased')
+WITH unsure AS (
+    SELECT u.fact_id FROM _tm_events AS u
+    WHERE u.revision = 1 AND (u.valid_from IS NULL OR u.valid_from_inferred)
+),
+filled AS (
+    SELECT l.fact_id, arg_max(l.valid_from, l.revision) AS valid_from FROM _tm_events AS l
+    WHERE l.revision > 1 AND l.valid_from IS NOT NULL AND NOT l.valid_from_inferred
+      AND l.fact_id IN (SELECT u.fact_id FROM unsure AS u)
+    GROUP BY l.fact_id
+),
+starts AS (
+    SELECT {groups}, f.recorded_at,
+           coalesce(fl.valid_from, CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS known_start
+    FROM _tm_events AS f LEFT JOIN filled AS fl ON fl.fact_id = f.fact_id
+    WHERE f.revision = 1
+      AND f.fact_id NOT IN (SELECT g.fact_id FROM _tm_events AS g WHERE g.status IN ('retracted', 'erased'))
+)
+SELECT s.* EXCLUDE (recorded_at, known_start),
+       epoch_us(s.recorded_at) - epoch_us(s.known_start) AS lag_us
+FROM starts AS s
 """
 
 
@@ -162,18 +182,17 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
     >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
     """
-    con = mem.connect()
-    try:
-        original = register(con, decisions, field="decisions", name="_tm_decisions",
-                            required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
-                            times=("decided_at",), optional=("scope",))
-        con.execute("""CREATE TEMP VIEW _tm_probes AS
+    with mem._lock, registered(prepared_connection(mem), decisions, field="decisions", name="_tm_decisions",
+                               required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
+                               times=("decided_at",), optional=("scope",)) as (con, original):
+        con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS
                        SELECT d._tm_row, d.scope, d.subject, d.predicate,
                               d.decided_at AS valid_at, d.decided_at AS believed_at
                        FROM _tm_decisions AS d""")
-        verdicts = frame(con, _AUDIT)
-    finally:
-        con.close()
+        try:
+            verdicts = frame(con, _AUDIT)
+        finally:
+            con.execute("DROP VIEW IF EXISTS _tm_probes")
     return original.join(verdicts, on=ROW, how="left", maintain_order="left").drop(ROW)
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import multiprocessing
-import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -35,7 +34,7 @@ T = TypeVar("T")
 
 _META_DIR = "_tempomem"
 _LOG_DIR = "_delta_log"
-_ROW_GROUP_ROWS = 64 * 1024
+_ROW_GROUP_ROWS = 16 * 1024
 #: Compact once this many files under _SMALL_FILE_BYTES have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
 _SMALL_FILE_BYTES = 16 * 1024 * 1024
@@ -198,7 +197,9 @@ def _op_compact(path: str) -> int:
     dt = _table(path)
     dt.update_incremental()
     dt.optimize.compact(writer_properties=_writer_properties())
-    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False)
+    # full=True also deletes files the log never referenced (left by a writer killed between
+    # writing its Parquet file and committing it) once they are older than the retention.
+    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
     return dt.version()
 
 

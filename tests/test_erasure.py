@@ -7,9 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 from analytics_helpers import Clock, at, new_store
+from deltalake import DeltaTable
 
 import tempomem as tm
 from tempomem.erasure import hash_subject
+from tempomem.storage import _op_compact, _run
 
 
 def _bytes_found(folder: Path, needle: str) -> list[str]:
@@ -33,10 +35,14 @@ def store(tmp_path):
     ids["city"] = mem.assert_fact("customer-99", "city", "Lyon", valid_from="2023-01-01").fact_id
     clock.tick(days=1)
     ids["city2"] = mem.assert_fact("customer-99", "city", "Nice", valid_from="2025-03-01").fact_id
-    # many commits so the log has a checkpoint and compaction ran
     for i in range(12):
         clock.tick(hours=1)
         mem.assert_fact("customer-4242", "visits", f"page-{i}", valid_from="2025-06-01")
+    # a compaction (whose replaced files stay on disk for an hour) and a log checkpoint, so
+    # the name sits in files no current version references
+    _run(_op_compact, str(mem.path))
+    _run(lambda uri: DeltaTable(uri).create_checkpoint(), str(mem.path))
+    assert any(".checkpoint." in p.name for p in (mem.path / "_delta_log").iterdir())
     return mem, clock, ids
 
 
@@ -56,6 +62,8 @@ def test_forget_removes_the_bytes_and_keeps_tombstones(store):
     before = _answers(mem)
     secrets = ["customer-4242", "FR76-SECRET-ONE", "FR76-SECRET-TWO", "page-3"]
     assert _bytes_found(mem.path, "customer-4242")  # it is there to begin with
+    # ... including in files the compaction replaced, which only a vacuum deletes
+    assert len(mem._storage.data_files_on_disk()) > len(mem._storage.snapshot().files)
     clock.set("2026-01-10T00:00:00")
     erased = mem.forget("customer-4242", reason="GDPR request 118")
     assert erased == 2 + 12 + 1   # two IBANs, twelve visits, agent-7 knows it
