@@ -167,7 +167,10 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
         # A load of any size fits: past the limit DuckDB spills to a private temp folder.
         con.execute("SET memory_limit = $limit", {"limit": _DUCKDB_MEMORY})
         con.execute("SET temp_directory = $dir", {"dir": spill})
-        con.execute("SET enable_progress_bar = false")
+        try:  # DuckDB's own bar would print into the CLI's output; Jupyter without ipywidgets refuses it
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.Error:
+            pass
         try:
             _bind_input(con, data, format)
             notify("read", 0)
