@@ -18,6 +18,8 @@ SCANS = {"snapshot_as_of", "snapshot_as_believed", "diff_week", "divergence"}
 
 
 def _fmt_ms(ms: float) -> str:
+    if ms < 1:
+        return f"{ms:.3f}"
     return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
 
 
@@ -95,7 +97,7 @@ def write(results: dict[str, Any], md: Path, png: Path) -> None:
                     lines.append(f"| {cls} | {SYSTEM_NAMES[s]} | – | – | – | – | {fig['skipped']} |")
                     continue
                 ratio = "1" if s == "tempomem" else (
-                    f"{fig['median_ms'] / ours['median_ms']:.2f}" if "median_ms" in ours else "–")
+                    f"{fig['median_ms'] / ours['median_ms']:.3g}" if "median_ms" in ours else "–")
                 rows = str(fig["rows"])
                 if s != "tempomem" and s in ("sqlite", "postgres", "polars") and "rows" in ours \
                         and fig["rows"] != ours["rows"]:
