@@ -1,17 +1,19 @@
 """Bulk backfill (SPEC §9): load history exported from elsewhere, keeping its belief times.
 
 Everything here is set-based: the input is bound to a DuckDB connection as a view, every rule
-(time parsing, rejection, fixes, duplicates, flags) is one SQL statement over all rows, and the
-resulting revision rows stream from DuckDB into one Delta commit as Arrow record batches.
-Python only builds the statements (from fixed templates; column names are quoted identifiers,
-every value is a bound parameter) and drives the stages.
+(time parsing, rejection, fixes, duplicates, flags) is SQL over all rows, and DuckDB writes the
+revision rows to Parquet itself, committed as one Delta transaction: no row passes through
+Python. Python only builds the statements (from fixed templates; column names are quoted
+identifiers, every value is a bound parameter) and drives the stages.
 
-Stages, each a temporary table on a private connection:
+The load is materialised once, on a private connection with a memory limit (DuckDB spills to
+a temporary folder beyond it):
 
-``_bf_checked``  every input row, parsed, with its first bad field (or none);
-``_bf_rows``     the loadable rows: exact repeats collapsed (artifacts merged), fact-level
-                 rejections removed, a ``fact_id`` given to each;
-``_bf_revs``     the revision rows to write (a row with a later ``retracted_at`` gives two).
+``_bf_checked``  every input row, parsed, with its first bad field (or none) and a hash;
+``_bf_merged``   the exact repeats, each loaded once with artifacts merged (usually empty);
+``_bf_rows``     a view: the loadable rows with fixed spans and fact ids, fact-level
+                 rejections removed;
+then one ``COPY`` writes the revision rows (a row with a later ``retracted_at`` gives two).
 
 ``resolve=True`` replays ``_bf_rows`` through the write path instead (:mod:`tempomem.writepath`).
 """
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterator
+import secrets
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,10 +33,11 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from . import queries
 from .errors import BackfillError, TempomemError
-from .schema import EVENT_SCHEMA, LINK_TYPES
+from .schema import LINK_TYPES
 from .times import MICROSECOND, UTC, system_clock
 
 if TYPE_CHECKING:
@@ -65,6 +70,10 @@ SHARED_SHARE = 0.2
 SHARED_MIN_ROWS = 100
 
 Progress = Callable[[str, int], None]
+
+#: DuckDB's memory limit during a load (it spills to disk beyond it): with Python, Arrow and
+#: the Delta commit around it, a load of any size stays well under 4 GB of RSS.
+_DUCKDB_MEMORY = "2GB"
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -153,8 +162,15 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
     origin = origin or "backfill"
     notify = progress or (lambda stage, done: None)
     storage = mem._storage
-    with mem._lock, storage.writer_lock():
+    with mem._lock, storage.writer_lock(), tempfile.TemporaryDirectory(prefix="tempomem-backfill-") as spill:
         con = mem.connect()
+        # A load of any size fits: past the limit DuckDB spills to a private temp folder.
+        con.execute("SET memory_limit = $limit", {"limit": _DUCKDB_MEMORY})
+        con.execute("SET temp_directory = $dir", {"dir": spill})
+        try:  # DuckDB's own bar would print into the CLI's output; Jupyter without ipywidgets refuses it
+            con.execute("SET enable_progress_bar = false")
+        except duckdb.Error:
+            pass
         try:
             _bind_input(con, data, format)
             notify("read", 0)
@@ -179,7 +195,8 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
 
                 revisions = replay(mem, con, settings, origin=origin, ingested_at=now, notify=notify)
             else:
-                revisions = _write_as_given(mem, con, origin=origin, ingested_at=now, notify=notify)
+                revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
+                                            origin=origin, ingested_at=now, notify=notify)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
         finally:
             con.close()
@@ -392,29 +409,47 @@ class _Loader:
                        else f"CAST(NULL AS VARCHAR) AS {name}")
         for name in _TIMES:
             if name in cols:
-                out.append(f"{time_sql(_quote(name), cols[name], self.epoch_unit)} AS {name}")
-                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
+                out += [f"{time_sql(_quote(name), cols[name], self.epoch_unit)} AS {name}", self._source(name)]
             else:
-                out += [f"CAST(NULL AS TIMESTAMPTZ) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+                out += [f"CAST(NULL AS TIMESTAMPTZ) AS {name}", self._source(name)]
         for name in _NUMBERS:
             if name in cols:
-                out.append(f"TRY_CAST({_quote(name)} AS DOUBLE) AS {name}")
-                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
+                out += [f"TRY_CAST({_quote(name)} AS DOUBLE) AS {name}", self._source(name)]
             else:
-                out += [f"CAST(NULL AS DOUBLE) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+                out += [f"CAST(NULL AS DOUBLE) AS {name}", self._source(name)]
         if "valid_from_inferred" in cols:
             out.append('TRY_CAST("valid_from_inferred" AS BOOLEAN) AS valid_from_inferred')
-            out.append("nullif(trim(CAST(\"valid_from_inferred\" AS VARCHAR)), '') AS _raw_valid_from_inferred")
         else:
-            out += ["CAST(NULL AS BOOLEAN) AS valid_from_inferred", "CAST(NULL AS VARCHAR) AS _raw_valid_from_inferred"]
+            out.append("CAST(NULL AS BOOLEAN) AS valid_from_inferred")
+        out.append(self._source("valid_from_inferred"))
         for name, element in (("artifacts", "VARCHAR"), ("embedding", "FLOAT")):
             if name in cols:
                 out.append(f"{_list_sql(_quote(name), cols[name], element)} AS {name}")
-                out.append(f"nullif(trim(CAST({_quote(name)} AS VARCHAR)), '') AS _raw_{name}")
             else:
-                out += [f"CAST(NULL AS {element}[]) AS {name}", f"CAST(NULL AS VARCHAR) AS _raw_{name}"]
+                out.append(f"CAST(NULL AS {element}[]) AS {name}")
+            out.append(self._source(name))
         out.append(f"{self._attributes_sql(params)} AS attributes")
         return ", ".join(out), params
+
+    # The source value of a parsed column rides along as _src_<name> (free: it is not
+    # converted), so that the rules can tell "missing" from "unreadable". Its text is built
+    # only for rejected rows: formatting every typed value as text would cost more than
+    # parsing it.
+    def _source(self, name: str) -> str:
+        return f"{_quote(name)} AS _src_{name}" if name in self.columns else f"CAST(NULL AS VARCHAR) AS _src_{name}"
+
+    def _present(self, name: str) -> str:
+        """SQL: the source gave a value for ``name`` (blank text counts as none)."""
+        if name not in self.columns:
+            return "false"
+        if self.columns[name] == "VARCHAR":
+            return f"coalesce(trim(_src_{name}) <> '', false)"
+        return f"(_src_{name} IS NOT NULL)"
+
+    @staticmethod
+    def _raw(name: str) -> str:
+        """SQL: the source value of ``name`` as text (NULL when blank), for rejection messages."""
+        return f"nullif(trim(CAST(_src_{name} AS VARCHAR)), '')"
 
     def _attributes_sql(self, params: dict[str, Any]) -> str:
         """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
@@ -442,38 +477,41 @@ class _Loader:
 
     def _rules(self) -> list[tuple[str, str, str, str]]:
         """(condition, field, value SQL, reason SQL) in order: a row's first hit rejects it."""
+        has, raw = self._present, self._raw
         rules: list[tuple[str, str, str, str]] = []
         for name in ("subject", "predicate", "object"):
             rules.append((f"{name} IS NULL", name, f"CAST({name} AS VARCHAR)", "'required, got nothing'"))
-        unreadable = "'cannot read ' || _raw_{0} || ' as a time'"
+
+        def unreadable(name: str) -> str:
+            return f"'cannot read ' || {raw(name)} || ' as a time'"
+
         rules += [
-            ("_raw_recorded_at IS NULL", "recorded_at", "NULL",
-             "'required: a belief time is never invented'"),
-            ("recorded_at IS NULL", "recorded_at", "_raw_recorded_at", unreadable.format("recorded_at")),
-            ("NOT $lenient AND recorded_at > $now", "recorded_at", "_raw_recorded_at",
+            (f"NOT {has('recorded_at')}", "recorded_at", "NULL", "'required: a belief time is never invented'"),
+            ("recorded_at IS NULL", "recorded_at", raw("recorded_at"), unreadable("recorded_at")),
+            ("NOT $lenient AND recorded_at > $now", "recorded_at", raw("recorded_at"),
              "'belief_from_future: recorded_at is after the real clock (pass lenient=True to load it)'"),
         ]
         for name in ("valid_from", "valid_to", "superseded_at"):
-            rules.append((f"NOT $lenient AND _raw_{name} IS NOT NULL AND {name} IS NULL", name, f"_raw_{name}",
-                          unreadable.format(name) + " || ' (lenient=True reads it as missing)'"))
+            rules.append((f"NOT $lenient AND {has(name)} AND {name} IS NULL", name, raw(name),
+                          unreadable(name) + " || ' (lenient=True reads it as missing)'"))
         rules += [
-            ("_raw_retracted_at IS NOT NULL AND retracted_at IS NULL", "retracted_at", "_raw_retracted_at",
-             unreadable.format("retracted_at")),
-            ("NOT $lenient AND retracted_at > $now", "retracted_at", "_raw_retracted_at",
+            (f"{has('retracted_at')} AND retracted_at IS NULL", "retracted_at", raw("retracted_at"),
+             unreadable("retracted_at")),
+            ("NOT $lenient AND retracted_at > $now", "retracted_at", raw("retracted_at"),
              "'belief_from_future: retracted_at is after the real clock (pass lenient=True to load it)'"),
-            ("retracted_at < recorded_at", "retracted_at", "_raw_retracted_at",
+            ("retracted_at < recorded_at", "retracted_at", raw("retracted_at"),
              "'retracted_before_recorded: retracted_at is before recorded_at'"),
-            ("_raw_confidence IS NOT NULL AND (confidence IS NULL OR isnan(confidence) OR confidence < 0 "
-             "OR confidence > 1)", "confidence", "_raw_confidence", "'must be a number between 0 and 1'"),
-            ("_raw_weight IS NOT NULL AND (weight IS NULL OR isnan(weight) OR weight < 0)", "weight", "_raw_weight",
+            (f"{has('confidence')} AND (confidence IS NULL OR isnan(confidence) OR confidence < 0 OR confidence > 1)",
+             "confidence", raw("confidence"), "'must be a number between 0 and 1'"),
+            (f"{has('weight')} AND (weight IS NULL OR isnan(weight) OR weight < 0)", "weight", raw("weight"),
              "'must be a number >= 0'"),
             ("link_type IS NOT NULL AND NOT list_contains($link_types, link_type)", "link_type", "link_type",
              "'must be one of ' || array_to_string($link_types, ', ')"),
-            ("_raw_valid_from_inferred IS NOT NULL AND valid_from_inferred IS NULL", "valid_from_inferred",
-             "_raw_valid_from_inferred", "'must be true or false'"),
-            ("_raw_artifacts IS NOT NULL AND artifacts IS NULL", "artifacts", "_raw_artifacts",
+            (f"{has('valid_from_inferred')} AND valid_from_inferred IS NULL", "valid_from_inferred",
+             raw("valid_from_inferred"), "'must be true or false'"),
+            (f"{has('artifacts')} AND artifacts IS NULL", "artifacts", raw("artifacts"),
              "'expected a list of strings (or a JSON list)'"),
-            ("_raw_embedding IS NOT NULL AND embedding IS NULL", "embedding", "_raw_embedding",
+            (f"{has('embedding')} AND embedding IS NULL", "embedding", raw("embedding"),
              "'expected a list of numbers'"),
             ("status IS NOT NULL AND NOT list_contains($statuses, status)", "status", "status",
              "'must be one of ' || array_to_string($statuses, ', ') || ' (erased facts cannot be loaded)'"),
@@ -481,31 +519,59 @@ class _Loader:
         return rules
 
     def check_rows(self) -> None:
-        """Stage 1: parse every row and find its first bad field (``_bf_checked``)."""
+        """Stage 1: parse every row, find its first bad field, hash the good ones (``_bf_checked``).
+
+        The only full materialisation of a load. A rule's number is found once per row; its
+        value and reason are built only for rejected rows. The raw text of the columns is used
+        here and not kept.
+        """
         parsed, params = self._parsed_select()
         rules = self._rules()
-        bad_field = "CASE " + " ".join(f"WHEN {c} THEN '{f}'" for c, f, _, _ in rules) + " END"
-        bad_value = "CASE " + " ".join(f"WHEN {c} THEN {v}" for c, _, v, _ in rules) + " END"
-        bad_reason = "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, _, _, r in rules) + " END"
+        bad = "CASE " + " ".join(f"WHEN {c} THEN {i}" for i, (c, _, _, _) in enumerate(rules)) + " END"
+        bad_field = "CASE _bad " + " ".join(f"WHEN {i} THEN '{f}'" for i, (_, f, _, _) in enumerate(rules)) + " END"
+        bad_value = "CASE _bad " + " ".join(f"WHEN {i} THEN {v}" for i, (_, _, v, _) in enumerate(rules)) + " END"
+        bad_reason = "CASE _bad " + " ".join(f"WHEN {i} THEN {r}" for i, (_, _, _, r) in enumerate(rules)) + " END"
+        sources = ", ".join(f"_src_{n}" for n in _RAW)
         self.params.update(params, link_types=list(LINK_TYPES), statuses=list(_BELIEF_STATUSES))
         self.con.execute(
             f"""CREATE TEMP TABLE _bf_checked AS
-                SELECT *, {bad_field} AS _bad_field, CAST({bad_value} AS VARCHAR) AS _bad_value,
-                       {bad_reason} AS _bad_reason
-                FROM (SELECT {parsed} FROM _bf_in)""",
+                SELECT * EXCLUDE (_bad, {sources}),
+                       {bad_field} AS _bad_field, CAST({bad_value} AS VARCHAR) AS _bad_value,
+                       {bad_reason} AS _bad_reason,
+                       -- lenient mode read an unreadable time as missing: the unreadable_time flag
+                       _bad IS NULL AND $lenient AND (
+                           ({self._present("valid_from")} AND valid_from IS NULL)
+                        OR ({self._present("valid_to")} AND valid_to IS NULL)
+                        OR ({self._present("superseded_at")} AND superseded_at IS NULL)) AS _unreadable,
+                       -- exact repeats are found by this hash first (see _bf_repeated)
+                       CASE WHEN _bad IS NULL THEN hash({_ROW_VALUES}) END AS _h
+                FROM (SELECT *, {bad} AS _bad FROM (SELECT {parsed} FROM _bf_in))""",
             self.params,
         )
         self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked").fetchall()[0][0]
 
     # stage 2 ------------------------------------------------------------------------------
     def collapse_and_check_facts(self, *, resolve: bool) -> None:
-        """Stage 2: exact repeats loaded once, fixed spans, fact ids, fact-level rejections."""
-        self.con.execute(_ROWS_SQL)
-        self.con.execute("CREATE TEMP TABLE _bf_fact_rejects "
-                         "(row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
+        """Stage 2: exact repeats loaded once, fixed spans, fact ids, fact-level rejections.
+
+        Only the repeats (``_bf_merged``) and the fact-level rejections are materialised;
+        ``_bf_rows`` is a view over ``_bf_checked``, so a load is held once.
+        """
+        con = self.con
+        # A fresh random number per load: generated fact ids are recorded_at plus (nonce + row),
+        # so they are unique in the load, unlikely to meet another load's, and the same each
+        # time the view is read (uuid() would differ between reads).
+        con.execute("CREATE TEMP TABLE _bf_const AS SELECT CAST($nonce AS BIGINT) AS nonce",
+                    {"nonce": secrets.randbits(59)})
+        con.execute("CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_checked WHERE _h IS NOT NULL "
+                    "GROUP BY _h HAVING count(*) > 1")
+        con.execute(_MERGED_SQL)
+        con.execute(_CANDIDATES_SQL)
+        con.execute("CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
         if self.has_fact_id and not resolve:
-            self.con.execute(_FACT_REJECTS_SQL)
-            self.con.execute("DELETE FROM _bf_rows WHERE __row IN (SELECT row FROM _bf_fact_rejects)")
+            con.execute(_FACT_REJECTS_SQL)
+        con.execute("CREATE TEMP VIEW _bf_rows AS SELECT * FROM _bf_candidates "
+                    "WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f)")
 
     # report -------------------------------------------------------------------------------
     def report_parts(self, settings: dict[str, Any], *, resolve: bool,
@@ -515,59 +581,56 @@ class _Loader:
             SELECT __row AS row, _bad_field AS field, _bad_value AS value, _bad_reason AS reason
             FROM _bf_checked WHERE _bad_field IS NOT NULL
             UNION ALL SELECT * FROM _bf_fact_rejects ORDER BY row""").cast(_REJECTED_SCHEMA)  # type: ignore[arg-type]
-        ok, loaded, fixed = con.sql(
-            "SELECT (SELECT count(*) FROM _bf_checked WHERE _bad_field IS NULL), count(*), "
-            "count(*) FILTER (WHERE _fixed) FROM _bf_rows").fetchall()[0]
-        fact_rejects = con.sql("SELECT count(*) FROM _bf_fact_rejects").fetchall()[0][0]
         multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
-        flags = queries.frame(con, _FLAGS_SQL, {
+        con.execute(_COUNTS_SQL, {
             "now": self.now, "share": SHARED_SHARE, "min_rows": SHARED_MIN_ROWS, "multi": multi,
-            "check_overlaps": not resolve, "lenient": self.lenient,
+            "check_overlaps": not resolve,
         })
+        con.execute(_FLAGS_SQL)
+        ok, loaded, fixed, fact_rejects = con.sql(
+            "SELECT ok, loaded, fixed, (SELECT count(*) FROM _bf_fact_rejects) FROM _bf_counts").fetchall()[0]
+        flags = queries.frame(con, "SELECT flag, count, example_row FROM _bf_flags WHERE count > 0")
         if extra_flags is not None and extra_flags.height:
             flags = pl.concat([flags.cast(_FLAGS_SCHEMA), extra_flags.cast(_FLAGS_SCHEMA)])  # type: ignore[arg-type]
         return {"rows_read": self.rows_read, "loaded": loaded, "rejected": rejected, "fixed": fixed,
                 "duplicates": ok - loaded - fact_rejects, "flags": flags.cast(_FLAGS_SCHEMA).sort("flag")}  # type: ignore[arg-type]
 
 
-# Stage 2 in SQL. Exact repeats: rows equal in every normalised column but artifacts are
-# found through a hash first (one cheap grouping on a number), and only rows sharing a hash
-# are compared in full. An end before its start keeps the end and moves the start back to it.
-_ROWS_SQL = """
-CREATE TEMP TABLE _bf_rows AS
-WITH ok AS (
-    SELECT * EXCLUDE (_bad_field, _bad_value, _bad_reason,
-                      _raw_valid_from, _raw_valid_to, _raw_recorded_at, _raw_retracted_at, _raw_superseded_at,
-                      _raw_confidence, _raw_weight, _raw_valid_from_inferred, _raw_artifacts, _raw_embedding),
-           hash(fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source,
-                superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at,
-                superseded_at, confidence, weight, valid_from_inferred, embedding, attributes) AS _h
-    FROM _bf_checked WHERE _bad_field IS NULL
-),
-repeated AS (SELECT _h FROM ok GROUP BY _h HAVING count(*) > 1),
-single AS (SELECT * FROM ok ANTI JOIN repeated USING (_h)),
-merged AS (
-    SELECT min(__row) AS __row, fact_id, scope, subject, predicate, object, text, reason, retraction_reason,
-           source, superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at,
-           superseded_at, confidence, weight, valid_from_inferred, embedding, attributes,
-           flatten(list(coalesce(artifacts, []) ORDER BY __row)) AS artifacts
-    FROM ok SEMI JOIN repeated USING (_h)
-    GROUP BY ALL
-),
-kept AS (
-    SELECT * EXCLUDE (_h) FROM single
-    UNION ALL BY NAME
-    SELECT * REPLACE (list_filter(artifacts, lambda a, i: list_position(artifacts, a) = i) AS artifacts) FROM merged
-)
-SELECT * REPLACE (
+# The columns two rows must share to be exact repeats (artifacts aside: they are merged).
+_ROW_VALUES = ("fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source, superseded_by, "
+               "link_type, status, valid_from, valid_to, recorded_at, retracted_at, superseded_at, confidence, "
+               "weight, valid_from_inferred, embedding, attributes")
+#: Columns whose source value stage 1 reads (to tell "missing" from "unreadable") but does not keep.
+_RAW = (*_TIMES, *_NUMBERS, "valid_from_inferred", "artifacts", "embedding")
+
+# Stage 2 in SQL. Exact repeats: rows equal in every normalised column but artifacts share a
+# hash (stage 1); only the rows whose hash repeats are grouped in full and merged (artifacts
+# in order of first appearance). Rows with a unique hash pass through untouched.
+_MERGED_SQL = f"""
+CREATE TEMP TABLE _bf_merged AS
+SELECT * REPLACE (list_filter(artifacts, lambda a, i: list_position(artifacts, a) = i) AS artifacts)
+FROM (SELECT min(__row) AS __row, {_ROW_VALUES}, flatten(list(coalesce(artifacts, []) ORDER BY __row)) AS artifacts
+      FROM _bf_checked SEMI JOIN _bf_repeated USING (_h)
+      GROUP BY ALL)
+"""
+
+# The loadable rows before fact-level checks. An end before its start keeps the end and moves
+# the start back to it; a row without fact_id gets one that sorts by recorded_at.
+_CANDIDATES_SQL = f"""
+CREATE TEMP VIEW _bf_candidates AS
+SELECT * EXCLUDE (nonce) REPLACE (
            CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
-           coalesce(fact_id, printf('%014x', greatest(epoch_us(recorded_at), 0))
-                    || substr(replace(CAST(uuid() AS VARCHAR), '-', ''), 1, 15)) AS fact_id,
+           coalesce(fact_id, printf('%014x', greatest(epoch_us(recorded_at), 0)) || printf('%015x', nonce + __row))
+               AS fact_id,
            coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
                AS valid_from_inferred),
        coalesce(valid_to < valid_from, false) AS _fixed,
        valid_from IS NULL AS _no_start
-FROM kept
+FROM (SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_checked
+      WHERE _h IS NOT NULL AND _h NOT IN (SELECT r._h FROM _bf_repeated r)
+      UNION ALL
+      SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_merged) k
+CROSS JOIN _bf_const
 """
 
 # Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
@@ -580,7 +643,7 @@ WITH ordered AS (
            first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_rows) r
+    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates) r
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
 )
 SELECT __row, 'fact_id', fact_id,
@@ -598,9 +661,24 @@ WHERE fact_id IN (SELECT e.fact_id FROM _tm_events e)
    OR recorded_at >= prev_retracted_at
 """
 
-# The red flags of SPEC §9, one row each when raised. Counts are of input rows.
-_FLAGS_SQL = """
-WITH loaded AS (SELECT count(*) AS n FROM _bf_rows),
+# The red flags of SPEC §9 and the report's counts, as the tables _bf_counts (one row) and
+# _bf_flags (flag, count, example_row; count 0 = not raised). Counts are of input rows.
+_COUNTS_SQL = """
+CREATE TEMP TABLE _bf_counts AS
+WITH checked AS (
+    SELECT count(*) FILTER (WHERE _bad_field IS NULL) AS ok,
+           count(*) FILTER (WHERE recorded_at > $now OR retracted_at > $now) AS future_n,
+           min(__row) FILTER (WHERE recorded_at > $now OR retracted_at > $now) AS future_row,
+           count(*) FILTER (WHERE retracted_at < recorded_at) AS before_n,
+           min(__row) FILTER (WHERE retracted_at < recorded_at) AS before_row,
+           count(*) FILTER (WHERE _unreadable) AS unreadable_n, min(__row) FILTER (WHERE _unreadable) AS unreadable_row
+    FROM _bf_checked
+),
+loaded AS (
+    SELECT count(*) AS loaded, count(*) FILTER (WHERE _fixed) AS fixed, min(__row) FILTER (WHERE _fixed) AS fixed_row,
+           count(*) FILTER (WHERE _no_start) AS no_start_n, min(__row) FILTER (WHERE _no_start) AS no_start_row
+    FROM _bf_rows
+),
 shared_from AS (
     SELECT valid_from AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
     WHERE valid_from IS NOT NULL AND NOT _fixed GROUP BY valid_from ORDER BY c DESC, t LIMIT 1
@@ -609,20 +687,20 @@ shared_recorded AS (
     SELECT recorded_at AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
     GROUP BY recorded_at ORDER BY c DESC, t LIMIT 1
 ),
--- Revisions of single-valued keys with more than one value in this load, with their belief
--- intervals, for the overlap test (the same rule as check()).
+-- Single-valued keys with more than one value in this load, found by a hash of the key (a
+-- collision only adds candidates: the join below compares the keys themselves), then their
+-- revisions with belief intervals, for the overlap test (the same rule as check()).
 multi_keys AS (
-    SELECT scope, subject, predicate FROM _bf_rows
+    SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
     WHERE $check_overlaps AND NOT list_contains($multi, predicate)
-    GROUP BY ALL HAVING count(DISTINCT object) > 1
+    GROUP BY kh HAVING min(object) <> max(object)
 ),
 revs AS (
     SELECT r.__row, r.fact_id, coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
            r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
            lead(r.recorded_at) OVER (PARTITION BY r.fact_id ORDER BY r.recorded_at) AS next_recorded_at
-    FROM _bf_rows r SEMI JOIN multi_keys k
-      ON coalesce(r.scope, 'default') = coalesce(k.scope, 'default') AND r.subject = k.subject
-     AND r.predicate = k.predicate
+    FROM _bf_rows r
+    WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM multi_keys k)
 ),
 believed AS (
     SELECT *, CASE WHEN retracted_at > recorded_at
@@ -631,34 +709,37 @@ believed AS (
     FROM revs WHERE retracted_at IS NULL OR retracted_at > recorded_at
 ),
 overlapping AS (
-    SELECT a.__row FROM believed a JOIN believed b
-      ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
-     AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
-     AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
-     AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
-    GROUP BY a.__row
+    SELECT count(*) AS n, min(__row) AS example FROM (
+        SELECT a.__row FROM believed a JOIN believed b
+          ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+         AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+         AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
+         AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
+        GROUP BY a.__row)
+),
+shared AS (
+    SELECT (SELECT CASE WHEN c > $share * loaded AND c >= $min_rows THEN c ELSE 0 END FROM shared_from) AS from_n,
+           (SELECT example FROM shared_from) AS from_row,
+           (SELECT CASE WHEN c > $share * loaded AND c >= $min_rows THEN c ELSE 0 END FROM shared_recorded)
+               AS recorded_n,
+           (SELECT example FROM shared_recorded) AS recorded_row
+    FROM loaded
 )
-SELECT 'belief_from_future' AS flag, count(*) AS count, min(__row) AS example_row FROM _bf_checked
-WHERE recorded_at > $now OR retracted_at > $now HAVING count(*) > 0
-UNION ALL
-SELECT 'retracted_before_recorded', count(*), min(__row) FROM _bf_checked
-WHERE retracted_at < recorded_at HAVING count(*) > 0
-UNION ALL
-SELECT 'fixed_span', count(*), min(__row) FROM _bf_rows WHERE _fixed HAVING count(*) > 0
-UNION ALL
-SELECT 'inferred_start', count(*), min(__row) FROM _bf_rows WHERE _no_start HAVING count(*) > 0
-UNION ALL
-SELECT 'shared_valid_from', c, example FROM shared_from, loaded WHERE c > $share * n AND c >= $min_rows
-UNION ALL
-SELECT 'shared_recorded_at', c, example FROM shared_recorded, loaded WHERE c > $share * n AND c >= $min_rows
-UNION ALL
-SELECT 'overlapping_values', count(*), min(__row) FROM overlapping HAVING count(*) > 0
-UNION ALL
-SELECT 'unreadable_time', count(*), min(__row) FROM _bf_checked
-WHERE $lenient AND _bad_field IS NULL AND (
-      (_raw_valid_from IS NOT NULL AND valid_from IS NULL) OR (_raw_valid_to IS NOT NULL AND valid_to IS NULL)
-   OR (_raw_superseded_at IS NOT NULL AND superseded_at IS NULL))
-HAVING count(*) > 0
+SELECT * FROM checked, loaded, overlapping, shared
+"""
+_FLAGS_SQL = """
+CREATE TEMP TABLE _bf_flags AS
+SELECT unnest([
+    {'flag': 'belief_from_future', 'count': future_n, 'example_row': future_row},
+    {'flag': 'retracted_before_recorded', 'count': before_n, 'example_row': before_row},
+    {'flag': 'fixed_span', 'count': fixed, 'example_row': fixed_row},
+    {'flag': 'inferred_start', 'count': no_start_n, 'example_row': no_start_row},
+    {'flag': 'shared_valid_from', 'count': coalesce(from_n, 0), 'example_row': from_row},
+    {'flag': 'shared_recorded_at', 'count': coalesce(recorded_n, 0), 'example_row': recorded_row},
+    {'flag': 'overlapping_values', 'count': n, 'example_row': example},
+    {'flag': 'unreadable_time', 'count': unreadable_n, 'example_row': unreadable_row}
+], recursive := true)
+FROM _bf_counts
 """
 
 
@@ -705,32 +786,41 @@ ORDER BY scope, subject, predicate, fact_id, revision
 _REVISION_BY_ROW = "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"
 _REVISION_ONE_ROW_PER_FACT = "1 + part"
 
-_BATCH_ROWS = 256 * 1024
+#: Rows per Parquet row group of a backfilled file, as the store's own writer uses.
+_ROW_GROUP_ROWS = 64 * 1024
 
 
-def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, origin: str, ingested_at: datetime,
-                    notify: Progress) -> int:
-    """Stream the revision rows into one Delta commit; keep the store clock where it was."""
-    total, has_ids = con.sql(
-        "SELECT count(*) + count(*) FILTER (WHERE retracted_at > recorded_at), count(*) > count(DISTINCT fact_id) "
-        "FROM _bf_rows").fetchall()[0]
-    if total == 0:
+def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
+                    ingested_at: datetime, notify: Progress) -> int:
+    """Write the revision rows as one Delta commit; keep the store clock where it was.
+
+    DuckDB writes them itself (COPY, sorted by the store's SORT_KEYS so that point queries
+    prune row groups) into one Parquet file in the table folder, and that file is committed
+    in one transaction (:meth:`Storage.add_files`): no row passes through Python.
+    """
+    if loaded == 0:
         return 0
+    # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
+    # has one revision (two when retracted later).
+    has_ids = has_fact_id and con.sql("SELECT count(*) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
     revision = _REVISION_BY_ROW if has_ids else _REVISION_ONE_ROW_PER_FACT
-    rel = con.sql(_REVISIONS_SQL.format(revision=revision),
-                  params={"origin": origin, "ingested_at": ingested_at})
-    last_api_us = _last_api_us(mem, con)  # before the stream opens: it holds the connection
-    source = rel.to_arrow_reader(_BATCH_ROWS)
-    written = [0]
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in source:
-            written[0] += batch.num_rows
-            notify("write", written[0])
-            yield batch
-
-    commit_rows(mem, pa.RecordBatchReader.from_batches(source.schema, batches()).cast(EVENT_SCHEMA), last_api_us)
-    return written[0]
+    last_api_us = _last_api_us(mem, con)
+    storage = mem._storage
+    target = storage.new_file_path()
+    try:
+        con.execute(
+            f"COPY ({_REVISIONS_SQL.format(revision=revision)}) TO $path "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
+            {"origin": origin, "ingested_at": ingested_at, "path": str(target)},
+        )
+        written = pq.ParquetFile(target).metadata.num_rows
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    notify("write", written)
+    storage.add_files([target])
+    storage.write_clock(storage.latest_version(), last_api_us)
+    return written
 
 
 def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
@@ -742,7 +832,7 @@ def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
     return None if last is None else (last - datetime.fromtimestamp(0, UTC)) // MICROSECOND
 
 
-def commit_rows(mem: Memory, rows: pa.RecordBatchReader | pa.Table, last_api_us: int | None) -> None:
+def commit_rows(mem: Memory, rows: pa.Table, last_api_us: int | None) -> None:
     """Append backfilled revision rows in one commit without moving the store clock.
 
     The clock file is rewritten for the new version with the previous last write-path time
@@ -750,12 +840,9 @@ def commit_rows(mem: Memory, rows: pa.RecordBatchReader | pa.Table, last_api_us:
     backfilled times never count (SPEC §1.4).
     """
     storage = mem._storage
-    if isinstance(rows, pa.Table):
-        if rows.num_rows == 0:
-            return
-        storage.append(rows)
-    else:
-        storage.append_batches(rows)
+    if rows.num_rows == 0:
+        return
+    storage.append(rows)
     storage.write_clock(storage.latest_version(), last_api_us)
 
 

@@ -224,6 +224,14 @@ WITH win AS (           -- the revisions that became a belief inside the window
     WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
       AND w.status <> 'erased'
 ),
+prev AS (               -- the revisions those follow: recorded before the window ends (so the
+                        -- scan skips later files), of facts with a revision in the window
+    SELECT q.fact_id, q.revision, q.object, q.valid_from, q.valid_to, q.retracted_at,
+           q.superseded_by, q.superseded_at, q.status
+    FROM query_table(source) AS q
+    WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)
+      AND q.fact_id IN (SELECT w.fact_id FROM win AS w WHERE w.revision > 1)
+),
 step AS (               -- each of them next to the revision it follows (NULL for a new fact)
     SELECT w.*,
            p.fact_id IS NULL AS is_new,
@@ -235,11 +243,7 @@ step AS (               -- each of them next to the revision it follows (NULL fo
                AND (p.valid_from IS DISTINCT FROM w.valid_from OR p.valid_to IS DISTINCT FROM w.valid_to
                     OR p.status IS DISTINCT FROM w.status) AS is_move,
            p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
-    FROM win AS w
-    -- a previous revision was recorded before the window ends: the scan skips later files
-    LEFT JOIN (SELECT q.* FROM query_table(source) AS q
-               WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)) AS p
-           ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
+    FROM win AS w LEFT JOIN prev AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
 ),
 -- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
 -- retraction through a change keeps the retracted fact's start, which the new fact shares;

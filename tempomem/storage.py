@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,6 +142,57 @@ def _op_append(path: str, table: pa.Table) -> int:
     return dt.version()
 
 
+def _op_add_files(path: str, entries: list[tuple[str, int, int, str]]) -> int:
+    """Commit Parquet files already written in the table folder as one append transaction."""
+    from deltalake.transaction import AddAction
+
+    dt = _table(path)
+    dt.update_incremental()
+    actions = [AddAction(name, size, {}, mtime_ms, True, stats) for name, size, mtime_ms, stats in entries]
+    dt.create_write_transaction(actions, mode="append", schema=EVENT_SCHEMA)
+    return dt.version()
+
+
+def _stat_value(value: Any, *, upper: bool) -> Any:
+    """A Parquet min/max as Delta writes it: timestamps at millisecond precision, as UTC text.
+
+    Delta statistics hold milliseconds; a maximum is rounded up (not truncated like the
+    minimum) so that it still bounds every value of the file and no reader skips it wrongly.
+    """
+    if not isinstance(value, datetime):
+        return value
+    value = value.astimezone(UTC)
+    floor = value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if upper and floor != value:
+        floor += timedelta(milliseconds=1)
+    return floor.strftime("%Y-%m-%dT%H:%M:%S.") + f"{floor.microsecond // 1000:03d}Z"
+
+
+def parquet_stats(path: str | os.PathLike[str]) -> str:
+    """Delta file statistics (JSON) of a Parquet file, from its footer, for ``STATS_COLUMNS`` only.
+
+    Subject, object, text and attributes never appear in them (SPEC §3). A column whose
+    row groups lack statistics is left out of min/max (readers then never skip on it).
+    """
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        groups = [meta.row_group(g).column(index[name]).statistics for g in range(meta.num_row_groups)]
+        if any(s is None or not s.has_null_count for s in groups):
+            continue
+        nulls[name] = sum(s.null_count for s in groups)
+        valued = [s for s in groups if s.null_count < s.num_values]
+        if valued and all(s.has_min_max for s in valued):
+            mins[name] = _stat_value(min(s.min for s in valued), upper=False)
+            maxs[name] = _stat_value(max(s.max for s in valued), upper=True)
+    return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
 def _op_compact(path: str) -> int:
     dt = _table(path)
     dt.update_incremental()
@@ -255,15 +307,32 @@ class Storage:
         self.compact_if_needed()
         return version
 
-    def append_batches(self, reader: pa.RecordBatchReader) -> int:
-        """Commit a stream of record batches (``EVENT_SCHEMA``) as one atomic Delta commit.
+    def new_file_path(self) -> Path:
+        """A fresh name for a data file written into the table folder (then :meth:`add_files`)."""
+        import uuid
 
-        Bulk loads (backfill) stream through here so that no load is held in memory whole.
-        In a forked child the rows must cross to the worker process, so they are gathered.
+        return self.path / f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
+
+    def add_files(self, files: list[Path]) -> int:
+        """Commit Parquet files (``EVENT_SCHEMA`` columns, written in the table folder by someone
+        else, e.g. DuckDB's COPY) as one atomic append; returns the new version.
+
+        Their Delta statistics come from the Parquet footers (``STATS_COLUMNS`` only). Until the
+        commit the files are invisible to readers; if the commit does not happen they are deleted.
         """
-        if _runtime_pid is not None and _runtime_pid != os.getpid():
-            return self.append(reader.read_all())
-        version = _run(_op_append, self._uri, reader.cast(EVENT_SCHEMA))
+        before = self.latest_version()
+        try:
+            entries = []
+            for file in files:
+                info = file.stat()
+                entries.append((file.relative_to(self.path).as_posix(), info.st_size,
+                                info.st_mtime_ns // 1_000_000, parquet_stats(file)))
+            version = _run(_op_add_files, self._uri, entries)
+        except BaseException:
+            if self.latest_version() == before:
+                for file in files:
+                    file.unlink(missing_ok=True)
+            raise
         self.compact_if_needed()
         return version
 

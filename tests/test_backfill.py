@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import tempomem as tm
 from tempomem.export import export
+from tempomem.schema import EVENT_SCHEMA, STATS_COLUMNS
 
 
 def revs(mem: tm.Memory, subject: str | None = None) -> pl.DataFrame:
@@ -421,3 +423,41 @@ def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     clock.set("2025-01-03")  # backfilled beliefs did not move the clock
     assert mem.assert_fact("web", "p", "x").recorded_at == ts("2025-01-03")
     assert mem.check().ok
+
+
+# -- the files a backfill writes -----------------------------------------------------------------
+
+def test_backfilled_files_are_plain_delta_with_no_values_in_the_log(mem: tm.Memory) -> None:
+    mem.backfill([
+        row("alice-secret", "obj-secret", recorded_at="2025-01-01T00:00:00.123456Z", valid_from="2024",
+            ticket="T-secret", retracted_at="2025-02-01T00:00:00.5Z", text="alice knows the secret"),
+        row("bob", "y", recorded_at="2025-01-03T00:00:00Z", embedding="[1.5, 2]", artifacts="ep1"),
+    ])
+    log = "".join(p.read_text() for p in sorted((mem._storage.path / "_delta_log").glob("*.json")))
+    assert "secret" not in log and "bob" not in log and '"y"' not in log
+    adds = [json.loads(line)["add"] for line in log.splitlines() if '"add"' in line]
+    assert len(adds) == 1
+    stats = json.loads(adds[0]["stats"])
+    assert stats["numRecords"] == 3  # alice's two revisions (recorded, retracted) and bob's
+    assert set(stats["minValues"]) | set(stats["maxValues"]) | set(stats["nullCount"]) <= set(STATS_COLUMNS)
+    # Delta statistics are milliseconds: the minimum is truncated, the maximum rounded up.
+    assert stats["minValues"]["recorded_at"] == "2025-01-01T00:00:00.123Z"
+    assert stats["maxValues"]["recorded_at"] == "2025-02-01T00:00:00.500Z"
+    assert stats["nullCount"] == {"revision": 0, "valid_from": 1, "valid_to": 3, "recorded_at": 0,
+                                  "retracted_at": 2, "ingested_at": 0}
+    # Other readers see the same rows with the store's types; skipping on the stats keeps them.
+    read = pl.scan_delta(str(mem._storage.path))
+    assert read.collect_schema() == pl.Schema(pl.from_arrow(EVENT_SCHEMA.empty_table()).schema)
+    later = read.filter(pl.col("recorded_at") > ts("2025-01-01T00:00:00.1234Z")).sort("subject", "revision")
+    assert later.select("subject", "revision", "status").collect().rows() == [
+        ("alice-secret", 1, "live"), ("alice-secret", 2, "retracted"), ("bob", 1, "live")]
+    by_delta = pl.read_delta(str(mem._storage.path)).sort("subject", "revision")
+    assert by_delta.equals(revs(mem).select(EVENT_SCHEMA.names).sort("subject", "revision"))
+
+
+def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -> None:
+    for i in range(34):
+        mem.backfill([row(f"s{i:02d}", f"v{i}", recorded_at=f"2025-01-01T00:00:{i:02d}Z")])
+    assert len(mem._storage.snapshot().files) < 34  # compacted
+    got = revs(mem).select("subject", "object", "recorded_at", "revision").rows()
+    assert got == [(f"s{i:02d}", f"v{i}", ts(f"2025-01-01T00:00:{i:02d}Z"), 1) for i in range(34)]
