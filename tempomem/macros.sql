@@ -357,11 +357,17 @@ WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.ev
 -- `row_key` identifies a revision row for the final lookup of an answer's few rows (here a
 -- hash; in tempomem's connection the row id of its in-memory copy, which DuckDB fetches
 -- directly instead of scanning every row).
-CREATE OR REPLACE VIEW _tm_index_live AS
-SELECT hash(r.fact_id, r.revision) AS row_key, r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
-       r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at, r.believed_until,
-       r.retracted_at, r.status
+CREATE OR REPLACE VIEW _tm_revisions_plus AS
+SELECT r.*,
+       -- an edge's target must be an entity: the subject of some non-erased fact (traversal)
+       r.object IN (SELECT x.subject FROM revisions AS x WHERE x.status <> 'erased') AS object_is_entity
 FROM revisions AS r;
+
+CREATE OR REPLACE VIEW _tm_index_live AS
+SELECT hash(r.fact_id, r.revision) AS row_key, r.fact_id, r.revision, r.scope, r.subject, r.predicate,
+       r.object, r.link_type, r.weight, r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at,
+       r.believed_until, r.retracted_at, r.status, r.object_is_entity
+FROM _tm_revisions_plus AS r;
 
 CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_live AS i;
 
@@ -442,8 +448,7 @@ CREATE OR REPLACE MACRO tm_edges(valid_at, believed_at, multipliers, predicates 
     SELECT s.fact_id, s.subject AS src, s.object AS dst, s.predicate, s.link_type,
            s.weight * coalesce(multipliers[s.link_type], 1.0) AS hop
     FROM tm_slice(valid_at, believed_at) AS s
-    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate))
-      AND s.object IN (SELECT i.subject FROM _tm_index AS i WHERE i.status <> 'erased');
+    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate)) AND s.object_is_entity;
 
 -- tm_traverse(start, depth, valid_at, believed_at): weighted spreading activation from
 -- `start` over the slice, up to `depth` hops; every hop uses the same slice. One row per

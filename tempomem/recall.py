@@ -130,10 +130,12 @@ def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = Tru
     snap = mem._storage.snapshot()
     if cache.index_version != snap.version:
         # Every revision without its vector: the time slice and the rows an answer returns.
-        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT r.* EXCLUDE (embedding) FROM revisions AS r")
+        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS "
+                    "SELECT p.* EXCLUDE (embedding) FROM _tm_revisions_plus AS p")
         con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.rowid AS row_key, i.* FROM _tm_index_cache AS i")
-        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT i.rowid AS row_key, i.* EXCLUDE (believed_until), "
-                    "CAST(NULL AS FLOAT[]) AS embedding FROM _tm_index_cache AS i")
+        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT i.rowid AS row_key, "
+                    "i.* EXCLUDE (believed_until, object_is_entity), CAST(NULL AS FLOAT[]) AS embedding "
+                    "FROM _tm_index_cache AS i")
         cache.index_version = snap.version
     if not vectors:
         return cache
