@@ -17,9 +17,10 @@ The history (deterministic: every random draw is a hash of the row's coordinates
 So a key has 9 revisions, 10 when corrected (≈ 9.2 on average with the default 20%).
 
 Outputs, under ``out/``:
-- ``store/``: the tempomem store, rows sorted by ``schema.SORT_KEYS``, committed as one Delta
-  commit through ``Storage.append_batches`` under the writer lock (streamed in batches of
-  subjects, so 10M revisions never sit in memory at once);
+- ``store/``: the tempomem store, rows sorted by ``schema.SORT_KEYS``: one Parquet file per
+  batch of subjects (about 1M rows; 16k-row groups, zstd, as the store writes them), all
+  committed as one Delta commit through ``Storage.add_files`` under the writer lock, so 10M
+  revisions never sit in memory at once;
 - ``flat.parquet``: the same history in the four-timestamp design the other systems load:
   one row per *version* of a fact (``fact_id``, ``version``, ``subject``, ``predicate``,
   ``object``, ``valid_from``, ``valid_to``, ``asserted_at``, ``retracted_at``, ``single``), where a version's
@@ -36,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tempomem as tm
@@ -162,26 +162,25 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
     per_batch = max(1, _BATCH_REVISIONS // (len(PREDICATES) * (2 * FACTS_PER_KEY)))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
+    mem = tm.open(out / "store", create=True, predicates=MULTI)
+    storage = mem._storage
+    files: list[Path] = []
     flat_writer: pq.ParquetWriter | None = None
-
-    def batches():
-        nonlocal flat_writer
+    with storage.writer_lock():
         for lo in range(0, subjects, per_batch):
             events = con.sql(_EVENTS_SQL, params={"lo": lo, "hi": min(subjects, lo + per_batch),
                                                   "correction_rate": correction_rate}).to_arrow_table()
             events = events.cast(EVENT_SCHEMA)
+            # the store's own layout: 16k-row groups, zstd (as storage's writer properties)
+            files.append(storage.new_file_path())
+            pq.write_table(events, files[-1], row_group_size=16 * 1024, compression="zstd")
             con.register("batch", events)
             flat = con.sql(_FLAT_SQL).to_arrow_table()
             con.unregister("batch")
             if flat_writer is None:
                 flat_writer = pq.ParquetWriter(out / "flat.parquet", flat.schema, compression="zstd")
             flat_writer.write_table(flat, row_group_size=128 * 1024)
-            yield from events.to_batches()
-
-    mem = tm.open(out / "store", create=True, predicates=MULTI)
-    reader = pa.RecordBatchReader.from_batches(EVENT_SCHEMA, batches())
-    with mem._storage.writer_lock():
-        mem._storage.append_batches(reader)
+        storage.add_files(files)  # one atomic Delta commit of every batch file
     if flat_writer is not None:
         flat_writer.close()
     return Workload(out, revisions=mem.sql("SELECT count(*) FROM _tm_events").fetchall()[0][0], subjects=subjects)
