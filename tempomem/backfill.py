@@ -620,7 +620,7 @@ _CANDIDATES_SQL = f"""
 CREATE TEMP VIEW _bf_candidates AS
 SELECT * EXCLUDE (nonce) REPLACE (
            CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
-           coalesce(fact_id, printf('%014x', greatest(epoch_us(recorded_at), 0)) || printf('%015x', nonce + __row))
+           coalesce(fact_id, format('{{:014x}}{{:015x}}', greatest(epoch_us(recorded_at), 0), nonce + __row))
                AS fact_id,
            coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
                AS valid_from_inferred),
@@ -748,28 +748,24 @@ FROM _bf_counts
 # One revision per row from recorded_at; a row retracted later also gives a retracted revision
 # at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
 _REVISIONS_SQL = """
-WITH base AS (
-    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted
+WITH derived AS (
+    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
+           CASE WHEN r.status IN ('live', 'ended', 'superseded') THEN r.status
+                WHEN r.superseded_by IS NOT NULL THEN 'superseded'
+                WHEN r.valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status,
+           -- part 0 is the row as recorded; part 1 its retraction, when that came later. One
+           -- scan makes both (a UNION of two reads would materialise the rows first).
+           unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
     FROM _bf_rows r
 ),
-derived AS (
-    SELECT *, CASE WHEN status IN ('live', 'ended', 'superseded') THEN status
-                   WHEN superseded_by IS NOT NULL THEN 'superseded'
-                   WHEN valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status
-    FROM base
-),
 revs AS (
-    SELECT __row, fact_id, recorded_at,
-           CASE WHEN born_retracted THEN retracted_at END AS retracted_at,
-           CASE WHEN born_retracted THEN 'retracted' ELSE belief_status END AS status,
-           CASE WHEN born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END AS reason,
-           0 AS part, * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
+    SELECT * REPLACE (
+               CASE WHEN part = 1 THEN retracted_at ELSE recorded_at END AS recorded_at,
+               CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
+               CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
+               CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END
+                   AS reason)
     FROM derived
-    UNION ALL BY NAME
-    SELECT __row, fact_id, retracted_at AS recorded_at, retracted_at, 'retracted' AS status,
-           coalesce(retraction_reason, reason) AS reason, 1 AS part,
-           * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
-    FROM derived WHERE retracted_at > recorded_at
 )
 SELECT fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
