@@ -9,7 +9,8 @@ identifiers, every value is a bound parameter) and drives the stages.
 The load is materialised once, on a private connection with a memory limit (DuckDB spills to
 a temporary folder beyond it):
 
-``_bf_checked``  every input row, parsed, with its first bad field (or none) and a hash;
+``_bf_checked``  every input row, parsed, with its first bad field (or none) and a hash
+                 (stored as ``_bf_checked_rows`` without the columns the input lacks);
 ``_bf_merged``   the exact repeats, each loaded once with artifacts merged (usually empty);
 ``_bf_rows``     a view: the loadable rows with fixed spans and fact ids, fact-level
                  rejections removed;
@@ -399,36 +400,41 @@ class _Loader:
         self.params = {"now": now, "lenient": lenient}
         self.rows_read = 0
         self.has_fact_id = "fact_id" in columns
+        #: Columns the input lacks (name: SQL type): always NULL, so not stored, only named.
+        self.absent: dict[str, str] = {}
 
     # stage 1 ------------------------------------------------------------------------------
     def _parsed_select(self) -> tuple[str, dict[str, Any]]:
+        """The parsed columns; a column the input lacks is a typed NULL, noted in ``absent``."""
         cols, params = self.columns, {}
         out = ["__row"]
+
+        def parsed(name: str, sql: str, sql_type: str) -> None:
+            if name in cols:
+                out.append(f"{sql} AS {name}")
+            else:
+                self.absent[name] = sql_type
+                out.append(f"CAST(NULL AS {sql_type}) AS {name}")
+
         for name in _STRINGS:
-            out.append(f"{_text_sql(_quote(name), cols[name])} AS {name}" if name in cols
-                       else f"CAST(NULL AS VARCHAR) AS {name}")
+            parsed(name, _text_sql(_quote(name), cols.get(name, "")), "VARCHAR")
         for name in _TIMES:
-            if name in cols:
-                out += [f"{time_sql(_quote(name), cols[name], self.epoch_unit)} AS {name}", self._source(name)]
-            else:
-                out += [f"CAST(NULL AS TIMESTAMPTZ) AS {name}", self._source(name)]
+            parsed(name, time_sql(_quote(name), cols.get(name, ""), self.epoch_unit), "TIMESTAMPTZ")
+            out.append(self._source(name))
         for name in _NUMBERS:
-            if name in cols:
-                out += [f"TRY_CAST({_quote(name)} AS DOUBLE) AS {name}", self._source(name)]
-            else:
-                out += [f"CAST(NULL AS DOUBLE) AS {name}", self._source(name)]
-        if "valid_from_inferred" in cols:
-            out.append('TRY_CAST("valid_from_inferred" AS BOOLEAN) AS valid_from_inferred')
-        else:
-            out.append("CAST(NULL AS BOOLEAN) AS valid_from_inferred")
+            parsed(name, f"TRY_CAST({_quote(name)} AS DOUBLE)", "DOUBLE")
+            out.append(self._source(name))
+        parsed("valid_from_inferred", 'TRY_CAST("valid_from_inferred" AS BOOLEAN)', "BOOLEAN")
         out.append(self._source("valid_from_inferred"))
         for name, element in (("artifacts", "VARCHAR"), ("embedding", "FLOAT")):
-            if name in cols:
-                out.append(f"{_list_sql(_quote(name), cols[name], element)} AS {name}")
-            else:
-                out.append(f"CAST(NULL AS {element}[]) AS {name}")
+            parsed(name, _list_sql(_quote(name), cols.get(name, ""), element), f"{element}[]")
             out.append(self._source(name))
-        out.append(f"{self._attributes_sql(params)} AS attributes")
+        attributes = self._attributes_sql(params)
+        if attributes is None:
+            self.absent["attributes"] = "VARCHAR"
+            out.append("CAST(NULL AS VARCHAR) AS attributes")
+        else:
+            out.append(f"{attributes} AS attributes")
         return ", ".join(out), params
 
     # The source value of a parsed column rides along as _src_<name> (free: it is not
@@ -451,7 +457,7 @@ class _Loader:
         """SQL: the source value of ``name`` as text (NULL when blank), for rejection messages."""
         return f"nullif(trim(CAST(_src_{name} AS VARCHAR)), '')"
 
-    def _attributes_sql(self, params: dict[str, Any]) -> str:
+    def _attributes_sql(self, params: dict[str, Any]) -> str | None:
         """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
         extra = [c for c in self.columns if c not in INPUT_COLUMNS]
         pieces = []
@@ -473,7 +479,7 @@ class _Loader:
         if given and extra_json:
             return (f"CASE WHEN ({extra_json}) IS NULL THEN {given} WHEN ({given}) IS NULL THEN {extra_json} "
                     f"ELSE CAST(json_merge_patch({given}, {extra_json}) AS VARCHAR) END")
-        return given or extra_json or "CAST(NULL AS VARCHAR)"
+        return given or extra_json
 
     def _rules(self) -> list[tuple[str, str, str, str]]:
         """(condition, field, value SQL, reason SQL) in order: a row's first hit rejects it."""
@@ -533,9 +539,10 @@ class _Loader:
         bad_reason = "CASE _bad " + " ".join(f"WHEN {i} THEN {r}" for i, (_, _, _, r) in enumerate(rules)) + " END"
         sources = ", ".join(f"_src_{n}" for n in _RAW)
         self.params.update(params, link_types=list(LINK_TYPES), statuses=list(_BELIEF_STATUSES))
+        absent = "".join(f", {name}" for name in self.absent)
         self.con.execute(
-            f"""CREATE TEMP TABLE _bf_checked AS
-                SELECT * EXCLUDE (_bad, {sources}),
+            f"""CREATE TEMP TABLE _bf_checked_rows AS
+                SELECT * EXCLUDE (_bad, {sources}{absent}),
                        {bad_field} AS _bad_field, CAST({bad_value} AS VARCHAR) AS _bad_value,
                        {bad_reason} AS _bad_reason,
                        -- lenient mode read an unreadable time as missing: the unreadable_time flag
@@ -548,7 +555,9 @@ class _Loader:
                 FROM (SELECT *, {bad} AS _bad FROM (SELECT {parsed} FROM _bf_in))""",
             self.params,
         )
-        self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked").fetchall()[0][0]
+        nulls = "".join(f", CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in self.absent.items())
+        self.con.execute(f"CREATE TEMP VIEW _bf_checked AS SELECT *{nulls} FROM _bf_checked_rows")
+        self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked_rows").fetchall()[0][0]
 
     # stage 2 ------------------------------------------------------------------------------
     def collapse_and_check_facts(self, *, resolve: bool) -> None:
@@ -687,13 +696,14 @@ shared_recorded AS (
     SELECT recorded_at AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
     GROUP BY recorded_at ORDER BY c DESC, t LIMIT 1
 ),
--- Single-valued keys with more than one value in this load, found by a hash of the key (a
--- collision only adds candidates: the join below compares the keys themselves), then their
--- revisions with belief intervals, for the overlap test (the same rule as check()).
+-- Single-valued keys with more than one value in this load, then their revisions with belief
+-- intervals, for the overlap test (the same rule as check()). Keys and values are grouped by
+-- 64-bit hashes (integers group far faster than text): a key collision only adds candidates,
+-- as the join below compares the keys and values themselves.
 multi_keys AS (
     SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
     WHERE $check_overlaps AND NOT list_contains($multi, predicate)
-    GROUP BY kh HAVING min(object) <> max(object)
+    GROUP BY kh HAVING min(hash(object)) <> max(hash(object))
 ),
 revs AS (
     SELECT r.__row, r.fact_id, coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
