@@ -183,6 +183,16 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
             notify("checked", loader.rows_read)
             loader.collapse_and_check_facts(resolve=resolve)
             report_parts = loader.report_parts(settings, resolve=resolve, extra_flags=extra_flags)
+            plan = None
+            if resolve:
+                from .resolve import replay
+
+                # Rows the write path refuses become rejected rows of the report.
+                plan = replay(con, settings, origin=origin, ingested_at=now, notify=notify)
+                if plan.rejected.height:
+                    rejected = pl.concat([report_parts["rejected"], plan.rejected.cast(_REJECTED_SCHEMA)])  # type: ignore[arg-type]
+                    report_parts = {**report_parts, "rejected": rejected.sort("row"),
+                                    "loaded": report_parts["loaded"] - plan.rejected.height}
             report = BackfillReport(**report_parts, origin=origin)
             if strict and report.rejected.height:
                 raise BackfillError(
@@ -191,10 +201,8 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
                     f"{report.rejected['reason'][0]})",
                     report,
                 )
-            if resolve:
-                from .resolve import replay
-
-                revisions = replay(mem, con, settings, origin=origin, ingested_at=now, notify=notify)
+            if plan is not None:
+                revisions = plan.commit(mem, con)
             else:
                 revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
                                             origin=origin, ingested_at=now, notify=notify)
