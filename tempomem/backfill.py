@@ -14,8 +14,7 @@ a temporary folder beyond it):
 ``_bf_merged``   the exact repeats, each loaded once with artifacts merged (usually empty);
 ``_bf_rows``     a view: the loadable rows with fixed spans and fact ids, fact-level
                  rejections removed;
-then ``COPY`` writes the revision rows (a row with a later ``retracted_at`` gives two), in
-files of about a million rows, each sorted.
+then one ``COPY`` writes the revision rows (a row with a later ``retracted_at`` gives two).
 
 ``resolve=True`` replays ``_bf_rows`` through the write path instead (:mod:`tempomem.writepath`).
 """
@@ -776,7 +775,6 @@ WITH derived AS (
            -- scan makes both (a UNION of two reads would materialise the rows first).
            unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
     FROM _bf_rows r
-    WHERE hash(coalesce(r.scope, 'default'), r.subject) % $files = $file
 ),
 revs AS (
     SELECT * REPLACE (
@@ -804,21 +802,15 @@ _REVISION_ONE_ROW_PER_FACT = "1 + part"
 
 #: Rows per Parquet row group of a backfilled file, as the store's own writer uses.
 _ROW_GROUP_ROWS = 64 * 1024
-#: About this many rows per written file: each file is sorted on its own, and a sort this
-#: size stays in memory (one sort of a whole 10-million-row load spills to disk and takes
-#: several times longer than everything else together).
-_ROWS_PER_FILE = 1_000_000
 
 
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
                     ingested_at: datetime, notify: Progress) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
-    DuckDB writes them itself (COPY) into Parquet files in the table folder, committed in one
-    transaction (:meth:`Storage.add_files`): no row passes through Python. A large load is
-    split by a hash of (scope, subject) into files of about ``_ROWS_PER_FILE`` rows, so all
-    revisions of a subject sit in one file, and each file is sorted by the store's SORT_KEYS
-    so that point queries prune its row groups.
+    DuckDB writes them itself (COPY, sorted by the store's SORT_KEYS so that point queries
+    prune row groups) into one Parquet file in the table folder, and that file is committed
+    in one transaction (:meth:`Storage.add_files`): no row passes through Python.
     """
     if loaded == 0:
         return 0
@@ -828,28 +820,19 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     revision = _REVISION_BY_ROW if has_ids else _REVISION_ONE_ROW_PER_FACT
     last_api_us = _last_api_us(mem, con)
     storage = mem._storage
-    parts = -(-loaded // _ROWS_PER_FILE)
-    files: list[Path] = []
-    written = 0
+    target = storage.new_file_path()
     try:
-        for part in range(parts):
-            target = storage.new_file_path()
-            files.append(target)
-            con.execute(
-                f"COPY ({_REVISIONS_SQL.format(revision=revision)}) TO $path "
-                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
-                {"origin": origin, "ingested_at": ingested_at, "path": str(target), "files": parts, "file": part},
-            )
-            rows = pq.ParquetFile(target).metadata.num_rows
-            if rows == 0:  # no subject hashed to this part
-                files.pop().unlink()
-            written += rows
-            notify("write", written)
+        con.execute(
+            f"COPY ({_REVISIONS_SQL.format(revision=revision)}) TO $path "
+            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
+            {"origin": origin, "ingested_at": ingested_at, "path": str(target)},
+        )
+        written = pq.ParquetFile(target).metadata.num_rows
     except BaseException:
-        for file in files:
-            file.unlink(missing_ok=True)
+        target.unlink(missing_ok=True)
         raise
-    storage.add_files(files)
+    notify("write", written)
+    storage.add_files([target])
     storage.write_clock(storage.latest_version(), last_api_us)
     return written
 

@@ -489,30 +489,3 @@ def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -
     assert len(mem._storage.snapshot().files) < 34  # compacted
     got = revs(mem).select("subject", "object", "recorded_at", "revision").rows()
     assert got == [(f"s{i:02d}", f"v{i}", ts(f"2025-01-01T00:00:{i:02d}Z"), 1) for i in range(34)]
-
-
-def test_a_large_load_is_split_into_sorted_files_in_one_commit(mem: tm.Memory, monkeypatch) -> None:
-    import pyarrow.parquet as pq
-
-    from tempomem import backfill as backfill_module
-
-    monkeypatch.setattr(backfill_module, "_ROWS_PER_FILE", 4)
-    rows = [row(f"s{i % 5}", f"v{i}", recorded_at=f"2025-01-01T00:00:{i:02d}Z", valid_from=f"2024-0{1 + i % 9}")
-            for i in range(20)]
-    rows[3]["retracted_at"] = "2025-03-01"  # two revisions, kept together
-    version = mem._storage.latest_version()
-    report = mem.backfill(rows)
-    assert (report.loaded, report.revisions) == (20, 21)
-    assert mem._storage.latest_version() == version + 1  # one commit
-    files = mem._storage.snapshot().files
-    assert len(files) > 1
-    seen_subjects: set[str] = set()
-    for file in files:
-        table = pq.read_table(file.removeprefix("file://"))
-        keys = table.select(["scope", "subject", "predicate", "fact_id", "revision"]).to_pylist()
-        assert keys == sorted(keys, key=lambda k: tuple(k.values()))  # each file sorted by SORT_KEYS
-        subjects = set(table["subject"].to_pylist())
-        assert not subjects & seen_subjects  # a subject's revisions sit in one file
-        seen_subjects |= subjects
-    got = revs(mem).select("subject", "object", "revision").rows()
-    assert sorted(got) == sorted([(f"s{i % 5}", f"v{i}", 1) for i in range(20)] + [("s3", "v3", 2)])
