@@ -360,26 +360,42 @@ def demo(keep: str | None, as_json: bool) -> None:
 @click.argument("predicate", required=False)
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="Image file to write (.png, .svg or .pdf).")
-@click.option("--kind", type=click.Choice(["bitemporal", "lifeline", "lag"]), default="bitemporal",
-              show_default=True, help="bitemporal chart of a key, lifeline of a subject, or ingestion lag.")
+@click.option("--kind", type=click.Choice(["bitemporal", "lifeline", "lag", "divergence"]), default="bitemporal",
+              show_default=True,
+              help="bitemporal chart of a key, lifeline of a subject, ingestion lag, or divergence rate.")
 @click.option("--valid-at", default=None, help="Draw a vertical line at this valid time (a probe instant).")
 @click.option("--believed-at", default=None, help="Draw a horizontal line at this belief time (bitemporal).")
+@click.option("--probes", "probes_file", default=None, type=click.Path(dir_okay=False),
+              help="Divergence: probes file (CSV, Parquet, JSON Lines); default: the generated probes.")
+@click.option("--by", type=click.Choice(["predicate", "source"]), default="predicate", show_default=True,
+              help="Divergence: one bar per predicate or per source.")
 @click.option("--size", type=(float, float), default=None, metavar="W H", help="Figure size in inches.")
 @click.option("--dpi", type=int, default=100, show_default=True)
 @json_option
 @click.pass_context
 def plot(ctx: click.Context, subject: str | None, predicate: str | None, out: str, kind: str,
-         valid_at: str | None, believed_at: str | None, size: tuple[float, float] | None, dpi: int,
-         as_json: bool) -> None:
+         valid_at: str | None, believed_at: str | None, probes_file: str | None, by: str,
+         size: tuple[float, float] | None, dpi: int, as_json: bool) -> None:
     """Draw a chart of the store to an image file (no display needed).
 
     tempomem plot checkout-api instance_type --valid-at 2026-03-15T08:00Z --out bitemporal.png
+
+    tempomem plot --kind divergence --probes probes.csv --out divergence.png
     """
     from . import plot as tmplot  # matplotlib loads only for this command
 
     mem = open_from(ctx)
     sized = {"dpi": dpi, **({"figsize": size} if size else {})}
-    if kind == "lag":
+    if probes_file is not None and kind != "divergence":
+        raise TempomemError("probes: --probes applies to --kind divergence only")
+    counts: dict[str, int] = {}
+    if kind == "divergence":
+        from .probes import divergence
+
+        result = divergence(mem, read_frame(probes_file) if probes_file else None)
+        counts = {"probes": result.height, "diverged": int(result["diverged"].sum())}
+        fig = tmplot.divergence(result, by=by, out=out, **sized)
+    elif kind == "lag":
         fig = tmplot.ingestion_lag(mem, out=out, **sized)
     elif subject is None:
         raise TempomemError(f"subject: the {kind} chart needs a SUBJECT")
@@ -389,7 +405,7 @@ def plot(ctx: click.Context, subject: str | None, predicate: str | None, out: st
         fig = tmplot.bitemporal(mem, subject, predicate, valid_at=valid_at, believed_at=believed_at, out=out,
                                 **sized)
     width, height = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    emit_value({"out": out, "kind": kind, "width": width, "height": height}, as_json)
+    emit_value({"out": out, "kind": kind, "width": width, "height": height, **counts}, as_json)
 
 
 # -- backfill and export -------------------------------------------------------------------------

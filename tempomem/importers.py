@@ -129,7 +129,8 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
         raise TempomemError(f"data: cannot read {os.fspath(path)}: {exc.strerror}") from None
     try:
         parsed = json.loads(text)
-        edges = parsed.get("edges", []) if isinstance(parsed, dict) else parsed
+        # a dict is {"edges": [...]} or the only line of a JSON Lines file: one edge
+        edges = (parsed["edges"] if "edges" in parsed else [parsed]) if isinstance(parsed, dict) else parsed
     except json.JSONDecodeError:
         try:
             edges = [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -147,6 +148,9 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
             columns[name] = pa.array(values, pa.list_(pa.string()))
         else:
             columns[name] = _column([None if v is None else v if isinstance(v, list) else str(v) for v in values])
+    for name in ("episodes", "episode_uuids"):  # both lists, so COALESCE(episodes, episode_uuids) binds
+        if name not in columns:
+            columns[name] = pa.nulls(len(edges), pa.list_(pa.string()))
     return _with_columns(pa.table(columns) if names else pa.table({"uuid": pa.array([], pa.string())}),
                          _GRAPHITI_OPTIONAL)
 

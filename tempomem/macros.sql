@@ -224,6 +224,14 @@ WITH win AS (           -- the revisions that became a belief inside the window
     WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
       AND w.status <> 'erased'
 ),
+prev AS (               -- the revisions those follow: recorded before the window ends (so the
+                        -- scan skips later files), of facts with a revision in the window
+    SELECT q.fact_id, q.revision, q.object, q.valid_from, q.valid_to, q.retracted_at,
+           q.superseded_by, q.superseded_at, q.status
+    FROM query_table(source) AS q
+    WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)
+      AND q.fact_id IN (SELECT w.fact_id FROM win AS w WHERE w.revision > 1)
+),
 step AS (               -- each of them next to the revision it follows (NULL for a new fact)
     SELECT w.*,
            p.fact_id IS NULL AS is_new,
@@ -235,11 +243,7 @@ step AS (               -- each of them next to the revision it follows (NULL fo
                AND (p.valid_from IS DISTINCT FROM w.valid_from OR p.valid_to IS DISTINCT FROM w.valid_to
                     OR p.status IS DISTINCT FROM w.status) AS is_move,
            p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
-    FROM win AS w
-    -- a previous revision was recorded before the window ends: the scan skips later files
-    LEFT JOIN (SELECT q.* FROM query_table(source) AS q
-               WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)) AS p
-           ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
+    FROM win AS w LEFT JOIN prev AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
 ),
 -- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
 -- retraction through a change keeps the retracted fact's start, which the new fact shares;
@@ -336,25 +340,34 @@ WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.ev
 --
 -- `_tm_index` is a slim copy of `revisions` (no text, no vectors), `_tm_vectors` holds
 -- (fact_id, revision, embedding) and `_tm_rows` the full rows. Here they are plain views over
--- `revisions`, so this file needs nothing else; tempomem's own connection replaces them with
--- in-memory tables kept in step with the store (same rows) and the raw Parquet rows, which is
--- what makes recall over a million facts fit in a second.
+-- `revisions`, so this file needs nothing else; tempomem's own connection replaces
+-- `_tm_index` with an in-memory table kept in step with the store (same rows), `_tm_rows`
+-- with the raw Parquet rows and `tm_scores` (below) with NumPy, which is what makes recall
+-- over a million facts fit in a second.
+
+-- `row_key` identifies a revision row for the final lookup of an answer's few rows (here a
+-- hash; in tempomem's connection the row id of its in-memory copy, which DuckDB fetches
+-- directly instead of scanning every row).
+CREATE OR REPLACE VIEW _tm_revisions_plus AS
+SELECT r.*,
+       -- an edge's target must be an entity: the subject of some non-erased fact (traversal)
+       r.object IN (SELECT x.subject FROM revisions AS x WHERE x.status <> 'erased') AS object_is_entity
+FROM revisions AS r;
 
 CREATE OR REPLACE VIEW _tm_index_live AS
-SELECT r.fact_id, r.revision, r.scope, r.subject, r.predicate, r.object, r.link_type, r.weight,
-       r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at, r.believed_until,
-       r.retracted_at, r.status
-FROM revisions AS r;
+SELECT hash(r.fact_id, r.revision) AS row_key, r.fact_id, r.revision, r.scope, r.subject, r.predicate,
+       r.object, r.link_type, r.weight, r.source, r.confidence, r.valid_from, r.valid_to, r.recorded_at,
+       r.believed_until, r.retracted_at, r.status, r.object_is_entity
+FROM _tm_revisions_plus AS r;
 
 CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_live AS i;
 
-CREATE OR REPLACE VIEW _tm_vectors_live AS
+CREATE OR REPLACE VIEW _tm_vectors AS
 SELECT r.fact_id, r.revision, r.embedding FROM revisions AS r WHERE r.embedding IS NOT NULL;
 
-CREATE OR REPLACE VIEW _tm_vectors AS SELECT v.* FROM _tm_vectors_live AS v;
-
 -- Full revision rows, looked up for the few rows an answer returns.
-CREATE OR REPLACE VIEW _tm_rows AS SELECT r.* EXCLUDE (believed_until) FROM revisions AS r;
+CREATE OR REPLACE VIEW _tm_rows AS
+SELECT hash(r.fact_id, r.revision) AS row_key, r.* EXCLUDE (believed_until) FROM revisions AS r;
 
 -- The revision (of a fact) is in the slice (valid_at, believed_at): as_believed's test.
 CREATE OR REPLACE MACRO tm_in_slice(valid_from, valid_to, recorded_at, believed_until, retracted_at,
@@ -375,37 +388,42 @@ CREATE OR REPLACE MACRO tm_cosine(a, b) AS CASE
     WHEN len(a) <> len(b) THEN NULL
     ELSE coalesce(nullif(CAST(list_cosine_similarity(a, b) AS DOUBLE), 'NaN'::DOUBLE), 0.0) END;
 
+-- The similarity of query_vec to every stored vector: (fact_id, revision, score). tempomem's
+-- own connection swaps this one macro for the same numbers computed by NumPy over vectors it
+-- keeps in memory (DuckDB's list arithmetic is several times slower than a matrix product).
+CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE
+    SELECT v.fact_id, v.revision, tm_cosine(v.embedding, CAST(query_vec AS FLOAT[])) AS score
+    FROM _tm_vectors AS v;
+
 -- recall(query_vec, k, valid_at, believed_at): the k facts in force at (valid_at, believed_at)
--- most similar to query_vec, best first, with a `score` column. The slice is taken first and
--- only its members are ranked, so a closed, retracted or not-yet-believed fact can never be
--- returned however well it matches. Optional filters (applied before the top k):
--- subject, predicate, and a trusted-source policy (sources: list of sources, NULL = any;
--- min_confidence, NULL = any). Ties are broken by fact_id so answers are reproducible.
--- Rows are revisions (as in as_believed): `recorded_at` is when that revision became the
--- belief, `believed_until` when it stopped being one (NULL: still believed).
+-- most similar to query_vec, best first, with a `score` column. Only members of the slice are
+-- ranked, so a closed, retracted or not-yet-believed fact can never be returned however well
+-- it matches. Optional filters (applied before the top k): subject, predicate, and the
+-- trusted-source policy (sources: list of sources, NULL = any; min_confidence, NULL = any).
+-- Ties are broken by fact_id so answers are reproducible. Rows are revisions, as in
+-- as_believed (`recorded_at` is when that revision became the belief, `believed_until` when
+-- it stopped being one), without the `embedding` column: a million-row scan of vectors to
+-- return k of them would cost more than the search (read them from `revisions` if needed).
 CREATE OR REPLACE MACRO recall(query_vec, k, valid_at, believed_at, subject := NULL,
                                predicate := NULL, sources := NULL, min_confidence := NULL) AS TABLE
 WITH slice AS (
-    SELECT s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
+    SELECT s.row_key, s.fact_id, s.revision, s.believed_until FROM tm_slice(valid_at, believed_at) AS s
     WHERE (subject IS NULL OR s.subject = subject)
       AND (predicate IS NULL OR s.predicate = predicate)
       AND (sources IS NULL OR list_contains(sources, s.source))
       AND (min_confidence IS NULL OR s.confidence >= min_confidence)
 ),
-scored AS (
-    SELECT v.fact_id, v.revision, sl.believed_until,
-           tm_cosine(v.embedding, CAST(query_vec AS FLOAT[])) AS score
-    FROM _tm_vectors AS v
-    JOIN slice AS sl ON sl.fact_id = v.fact_id AND sl.revision = v.revision
-),
 ranked AS (
-    SELECT sc.* FROM scored AS sc WHERE sc.score IS NOT NULL
+    SELECT sl.row_key, sc.fact_id, sc.revision, sl.believed_until, sc.score
+    FROM tm_scores(query_vec) AS sc
+    JOIN slice AS sl ON sl.fact_id = sc.fact_id AND sl.revision = sc.revision
+    WHERE sc.score IS NOT NULL
     ORDER BY sc.score DESC, sc.fact_id
     LIMIT k
 )
-SELECT e.* EXCLUDE (revision), e.revision, rk.believed_until, rk.score
+SELECT e.* EXCLUDE (row_key, embedding, revision), e.revision, rk.believed_until, rk.score
 FROM ranked AS rk
-JOIN _tm_rows AS e ON e.fact_id = rk.fact_id AND e.revision = rk.revision
+JOIN _tm_rows AS e ON e.row_key = rk.row_key AND e.fact_id = rk.fact_id AND e.revision = rk.revision
 ORDER BY rk.score DESC, rk.fact_id;
 
 -- Typed-link traversal -----------------------------------------------------------------------
@@ -421,8 +439,7 @@ CREATE OR REPLACE MACRO tm_edges(valid_at, believed_at, multipliers, predicates 
     SELECT s.fact_id, s.subject AS src, s.object AS dst, s.predicate, s.link_type,
            s.weight * coalesce(multipliers[s.link_type], 1.0) AS hop
     FROM tm_slice(valid_at, believed_at) AS s
-    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate))
-      AND s.object IN (SELECT i.subject FROM _tm_index AS i WHERE i.status <> 'erased');
+    WHERE (predicates IS NULL OR list_contains(predicates, s.predicate)) AND s.object_is_entity;
 
 -- tm_traverse(start, depth, valid_at, believed_at): weighted spreading activation from
 -- `start` over the slice, up to `depth` hops; every hop uses the same slice. One row per

@@ -49,7 +49,10 @@ answers AS (
            list_sort(list_distinct(list(h.object) FILTER (WHERE h.believed))) AS believed_objects,
            list({'fact_id': h.fact_id, 'object': h.object}) FILTER (WHERE h.believed) AS believed_facts,
            list(h.fact_id) FILTER (WHERE h.retracted_now) AS retracted_ids,
-           arg_min(h.source, h.object) FILTER (WHERE h.believed) AS believed_source,
+           -- a believed revision that is no longer the known one is what made the belief wrong:
+           -- its source is the one to blame, before any value that is still true
+           arg_min(h.source, struct_pack(still_known := h.known, object := h.object))
+               FILTER (WHERE h.believed) AS believed_source,
            arg_min(h.source, h.object) FILTER (WHERE h.known) AS known_source
     FROM hits AS h
     WHERE h.believed OR h.known OR h.retracted_now

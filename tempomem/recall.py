@@ -3,11 +3,11 @@
 ``embed`` fills missing embeddings in place (no new revision, no belief time moves);
 ``recall`` runs the ``recall`` SQL macro (time slice first, cosine ranking second).
 
-Speed: tempomem's own DuckDB connection keeps two in-memory tables standing in for the views
-``_tm_vectors`` (fact_id, revision, embedding) and ``_tm_index`` (a slim copy of
-``revisions``). Vectors are cached per data file, so a commit only loads the files it added
-and drops the ones it removed (a compaction reloads everything once); the slim index is
-rebuilt when the store version changes. The macros run unchanged over either form.
+Speed: in tempomem's own DuckDB connection the recall macro runs over stand-ins that give the
+same rows faster: ``_tm_index`` and ``_tm_rows`` read an in-memory copy of ``revisions``
+without vectors, rebuilt when the store version changes; ``tm_scores`` reads similarities that
+NumPy computed from vectors held in memory per data file (a commit loads only the files it
+added and drops the ones it removed; a compaction reloads everything once).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .embed import Embedder, default_embedder
 from .errors import TempomemError
@@ -31,12 +32,26 @@ if TYPE_CHECKING:
     from .store import Memory
 
 
+_SCORES_SCHEMA = pa.schema([("fact_id", pa.string()), ("revision", pa.int32()), ("score", pa.float64())])
+
+
+@dataclass
+class _Vectors:
+    """The vectors of one data file that have one length: keys, matrix and row norms."""
+
+    fact_id: pa.Array
+    revision: pa.Array
+    matrix: np.ndarray
+    norms: np.ndarray
+
+
 @dataclass
 class _Cache:
-    """What the in-memory tables of one connection hold."""
+    """What tempomem's connection holds in memory for recall and traversal."""
 
     con: duckdb.DuckDBPyConnection
-    files: dict[str, int] = field(default_factory=dict)  # data file -> rows lacking an embedding
+    vectors: dict[str, list[_Vectors]] = field(default_factory=dict)  # data file -> its vectors
+    missing: dict[str, int] = field(default_factory=dict)  # data file -> rows lacking an embedding
     index_version: int = -2
 
 
@@ -86,50 +101,80 @@ def embed(mem: Memory, embedder: Embedder | None = None) -> int:
         return missing.num_rows
 
 
-def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection) -> _Cache:
-    """Bring the in-memory vector and index tables of ``con`` up to the store's version."""
+def _load_vectors(con: duckdb.DuckDBPyConnection, file: str) -> list[_Vectors]:
+    """A data file's embeddings as one float32 matrix per vector length."""
+    table = con.sql("SELECT p.fact_id, p.revision, p.embedding FROM read_parquet($f) AS p "
+                    "WHERE p.embedding IS NOT NULL", params={"f": file}).to_arrow_table()
+    if table.num_rows == 0:
+        return []
+    lengths = pc.list_value_length(table["embedding"]).to_numpy()
+    out = []
+    for dim in np.unique(lengths):
+        part = table.filter(pa.array(lengths == dim)) if len(np.unique(lengths)) > 1 else table
+        values = part["embedding"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        matrix = np.ascontiguousarray(values, dtype=np.float32).reshape(part.num_rows, int(dim))
+        out.append(_Vectors(part["fact_id"].combine_chunks(), part["revision"].combine_chunks(), matrix,
+                            np.linalg.norm(matrix, axis=1)))
+    return out
+
+
+def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = True) -> _Cache:
+    """Bring the in-memory index (and, with ``vectors``, the vectors) of ``con`` up to date."""
     cache: _Cache | None = getattr(mem, "_recall_cache", None)
     if cache is None or cache.con is not con:
-        con.execute("""CREATE OR REPLACE TABLE _tm_vector_cache
-                       (file VARCHAR, fact_id VARCHAR, revision INTEGER, embedding FLOAT[])""")
-        con.execute("CREATE OR REPLACE VIEW _tm_vectors AS "
-                    "SELECT c.fact_id, c.revision, c.embedding FROM _tm_vector_cache AS c")
-        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT e.* FROM _tm_events AS e")
+        con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())  # the macro binds at creation
+        con.execute("CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE "
+                    "SELECT s.fact_id, s.revision, s.score FROM _tm_query_scores AS s")
         cache = _Cache(con)
         mem._recall_cache = cache  # type: ignore[attr-defined]
     snap = mem._storage.snapshot()
+    if cache.index_version != snap.version:
+        # Every revision without its vector: the time slice and the rows an answer returns.
+        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS "
+                    "SELECT p.* EXCLUDE (embedding) FROM _tm_revisions_plus AS p")
+        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.rowid AS row_key, i.* FROM _tm_index_cache AS i")
+        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT i.rowid AS row_key, "
+                    "i.* EXCLUDE (believed_until, object_is_entity), CAST(NULL AS FLOAT[]) AS embedding "
+                    "FROM _tm_index_cache AS i")
+        cache.index_version = snap.version
+    if not vectors:
+        return cache
     current = set(snap.files)
-    gone = [f for f in cache.files if f not in current]
-    new = [f for f in snap.files if f not in cache.files]
-    if gone:
-        con.execute("DELETE FROM _tm_vector_cache WHERE list_contains($gone, file)", {"gone": gone})
-        for f in gone:
-            del cache.files[f]
+    for gone in [f for f in cache.vectors if f not in current]:
+        del cache.vectors[gone], cache.missing[gone]
+    new = [f for f in snap.files if f not in cache.vectors]
+    for file in new:
+        cache.vectors[file] = _load_vectors(con, file)
     if new:
-        con.execute(
-            """INSERT INTO _tm_vector_cache
-               SELECT p.filename, p.fact_id, p.revision, p.embedding
-               FROM read_parquet($files, filename = true) AS p WHERE p.embedding IS NOT NULL""",
-            {"files": new},
-        )
         counts = dict.fromkeys(new, 0)
         counts.update(con.sql(
             """SELECT p.filename, count(*) FROM read_parquet($files, filename = true) AS p
                WHERE p.embedding IS NULL AND p.status <> 'erased' AND p.text IS NOT NULL GROUP BY ALL""",
             params={"files": new},
         ).fetchall())
-        cache.files.update(counts)
-    if cache.index_version != snap.version:
-        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS SELECT * FROM _tm_index_live")
-        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.* FROM _tm_index_cache AS i")
-        cache.index_version = snap.version
+        cache.missing.update(counts)
     return cache
 
 
+def _scores(cache: _Cache, query: list[float]) -> list[tuple[_Vectors, np.ndarray]]:
+    """Cosine similarity of ``query`` to every cached vector of its length (zero vectors: 0)."""
+    q = np.asarray(query, dtype=np.float32)
+    q_norm = float(np.linalg.norm(q))
+    out = []
+    for parts in cache.vectors.values():
+        for part in parts:
+            if part.matrix.shape[1] != q.size:
+                continue
+            denominator = part.norms * q_norm
+            dots = (part.matrix @ q).astype(np.float64)
+            out.append((part, np.divide(dots, denominator, out=np.zeros_like(dots), where=denominator > 0)))
+    return out
+
+
 def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
-    """The store's connection with its in-memory recall/traversal tables up to date (hold ``mem._lock``)."""
+    """The store's connection with its in-memory time-slice index up to date (hold ``mem._lock``)."""
     con = mem._connection()
-    _refresh(mem, con)
+    _refresh(mem, con, vectors=False)
     return con
 
 
@@ -147,6 +192,33 @@ def _query_vector(mem: Memory, query: Any) -> list[float]:
     return vector.tolist()
 
 
+#: How many of the best scores recall offers the macro at first (they widen 8-fold as needed).
+_OFFER_PER_K = 64
+_MIN_OFFER = 1024
+
+_RECALL_SQL = """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
+                                      subject := $subject, predicate := $predicate,
+                                      sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)"""
+
+
+def _best(scores: list[tuple[_Vectors, np.ndarray]], wanted: int) -> tuple[pa.Table, bool]:
+    """The scored rows at least as good as the ``wanted``-th best; True when that is all of them."""
+    total = sum(values.size for _, values in scores)
+    threshold = -np.inf
+    if total > wanted:
+        every = np.concatenate([values for _, values in scores])
+        threshold = np.partition(every, total - wanted)[total - wanted]
+    ids, revisions, kept = [], [], []
+    for part, values in scores:
+        keep = np.flatnonzero(values >= threshold)
+        ids.append(part.fact_id.take(keep))
+        revisions.append(part.revision.take(keep))
+        kept.append(pa.array(values[keep], pa.float64()))
+    offered = pa.Table.from_arrays([pa.chunked_array(ids, pa.string()), pa.chunked_array(revisions, pa.int32()),
+                                    pa.chunked_array(kept, pa.float64())], schema=_SCORES_SCHEMA)
+    return offered, offered.num_rows == total
+
+
 def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
            believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
            trusted: Any = None) -> pl.DataFrame:
@@ -160,15 +232,24 @@ def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = N
     policy = trust_filters(trusted)  # the same policy as as_of/current (tempomem.trust)
     with mem._lock:
         cache = _refresh(mem, mem._connection())
-        if any(cache.files.values()):
+        if any(cache.missing.values()):
             embed(mem)
             cache = _refresh(mem, mem._connection())
-        return frame(
-            cache.con,
-            """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
-                                    subject := $subject, predicate := $predicate,
-                                    sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)""",
-            {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
-             "predicate": predicate, "sources": policy["trusted_sources"],
-             "min_confidence": policy["trusted_min_confidence"]},
-        )
+        scores = _scores(cache, vector)
+        params = {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
+                  "predicate": predicate, "sources": policy["trusted_sources"],
+                  "min_confidence": policy["trusted_min_confidence"]}
+        # Exact top k of the slice without joining every score to it: offer the macro the best
+        # `wanted` scores (all ties of the last one included); if fewer than k of them are in
+        # the slice, every unseen vector scores no higher than those, so widen and ask again.
+        wanted = max(_OFFER_PER_K * k, _MIN_OFFER)
+        try:
+            while True:
+                offered, complete = _best(scores, wanted)
+                cache.con.register("_tm_query_scores", offered)
+                found = frame(cache.con, _RECALL_SQL, params)
+                if found.height >= k or complete:
+                    return found
+                wanted *= 8
+        finally:  # let the scores go; the macro stays bound to the (empty) name
+            cache.con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())

@@ -83,3 +83,15 @@ def test_generic_csv_with_mapping(mem: tm.Memory, tmp_path: Path) -> None:
                                              "logged": "recorded_at", "effective": "valid_from"})
     assert report.loaded == 2 and report.flag_count("overlapping_values") == 2
     assert mem.as_believed("2025-03-01", "2025-01-15", "checkout-api")["object"].to_list() == ["eu-west-1"]
+
+
+def test_graphiti_jsonl_with_only_one_episode_column(mem: tm.Memory, tmp_path: Path) -> None:
+    # An export has either `episodes` or `episode_uuids`, rarely both; either alone must load, and a
+    # JSON Lines file of one edge is that edge (json.loads reads the line as one object).
+    for i, key in enumerate(("episodes", "episode_uuids")):
+        path = tmp_path / f"{key}.jsonl"
+        path.write_text(f'{{"uuid": "e{i}", "source_name": "s{i}", "target_name": "o", "name": "R", '
+                        f'"created_at": "2025-01-01T00:00:00Z", "valid_at": "2024-06-01", "{key}": ["ep-{i}"]}}\n')
+        report = mem.backfill(path, format="graphiti")
+        assert (report.rows_read, report.loaded, report.rejected.height) == (1, 1, 0)
+        assert list(mem.get(f"e{i}").artifacts) == [f"ep-{i}"]

@@ -187,3 +187,32 @@ def test_cli_plot_writes_png(incident, store_path, tmp_path):
     res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "--kind", "lifeline", "--out", str(out)])
     assert res.exit_code == 1
     assert "needs a SUBJECT" in res.output
+
+
+def test_cli_plot_divergence_from_probes_file_and_generated(incident, store_path, tmp_path):
+    # Hand-checked against the incident fixture: instance_type was t3.large until 2026-03-10 but
+    # only recorded as m5.xlarge on 03-16; region us-east-1 was believed 01-05..01-07, then retracted.
+    probes = tmp_path / "probes.csv"
+    probes.write_text("subject,predicate,valid_at,believed_at\n"
+                      "checkout-api,instance_type,2026-03-12,2026-03-12\n"    # t3.large vs m5.xlarge: diverged
+                      "checkout-api,instance_type,2026-02-01,2026-02-01\n"    # t3.large both: same
+                      "checkout-api,instance_type,2026-03-20,2026-03-20\n"    # m5.xlarge both: same
+                      "checkout-api,region,2026-01-06,2026-01-06\n"           # us-east-1 vs nothing: corrected
+                      "checkout-api,region,2026-02-01,2026-02-01\n")          # nothing both: same
+    out = tmp_path / "div.png"
+    res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "--kind", "divergence", "--probes", str(probes),
+                                   "--size", "6", "3", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"probes": 5, "diverged": 2' in res.output
+    assert png_size(out) == (600, 300)
+    # Without a file: one generated probe per late-learned fact (t3.large, m5.xlarge) and per
+    # retraction (us-east-1), each inside a window where the belief was wrong.
+    res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "--kind", "divergence", "--by", "source",
+                                   "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"probes": 3, "diverged": 3' in res.output
+    assert png_size(out) == (800, 400)
+    res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "checkout-api", "--probes", str(probes),
+                                   "--out", str(out)])
+    assert res.exit_code == 1
+    assert "--probes applies to --kind divergence only" in res.output

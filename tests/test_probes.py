@@ -103,3 +103,17 @@ def test_bad_probes_are_refused_with_the_row(history):
         tm.probes.divergence(mem, [{"subject": "a", "predicate": "p", "valid_at": "2026"}])
     with pytest.raises(tm.TimeParseError, match="row 1, valid_at"):
         tm.probes.divergence(mem, [_probe("a", "s", "p", "2026", "2026"), _probe("b", "s", "p", "soon", "2026")])
+
+
+def test_source_of_a_multi_valued_divergence_is_the_wrong_value(tmp_path):
+    """db-1 stays true; legacy-queue (inferred) was believed for a week, then corrected."""
+    clock = Clock("2026-01-10T00:00:00")
+    mem = new_store(tmp_path, clock, predicates={"depends_on": "multi"})
+    mem.assert_fact("svc", "depends_on", "db-1", valid_from="2026-01-01", source="tool_verified")
+    clock.set("2026-02-01T00:00:00")
+    wrong = mem.assert_fact("svc", "depends_on", "legacy-queue", valid_from="2026-01-01", source="inferred")
+    clock.set("2026-02-08T00:00:00")
+    mem.correct(wrong.fact_id, reason="never a dependency")
+    got = tm.probes.divergence(mem, pl.DataFrame([_probe("p", "svc", "depends_on", "2026-02-03", "2026-02-03")]))
+    assert got.select("as_of_object", "as_believed_object", "kind", "source").row(0) == (
+        "db-1", "db-1 | legacy-queue", "corrected", "inferred")

@@ -126,17 +126,25 @@ def test_trusted_filter_keeps_listed_sources_and_confidence(mem: tm.Memory, cloc
         mem.recall("checkout-api", trusted={"source": "x"})
 
 
-def test_recall_macro_in_sql_matches_python(mem: tm.Memory, ibans) -> None:
+def test_recall_macro_in_sql_matches_python(mem: tm.Memory, ibans, clock) -> None:
     mem.embed()
     q = HashingEmbedder().embed([QUERY])[0].tolist()
     con = mem.connect()
-    sql = con.sql("SELECT object, score FROM recall(CAST($q AS FLOAT[]), 5, $v, $b)",
+    clock.set("2026-03-06T00:00:00Z")
+    mem.assert_fact("customer-43", "iban", "NL91 ABNA 0417 1643 00", valid_from="2025-01-01")
+    sql = con.sql("SELECT * FROM recall(CAST($q AS FLOAT[]), 5, $v, $b)",
                   params={"q": q, "v": ts("2026-03-02"), "b": ts("2026-03-02")}).pl()
     py = mem.recall(q, k=5, valid_at="2026-03-02", believed_at="2026-03-02")
-    assert sql.equals(py.select("object", "score"))
-    # NULL times mean now(): the new IBAN only.
-    assert con.sql("SELECT object FROM recall(CAST($q AS FLOAT[]), 5, NULL, NULL)",
-                   params={"q": q}).fetchall() == [(NEW_IBAN,)]
+    # SQL over the stored lists and Python over NumPy: same rows, scores equal to float precision.
+    assert sql["object"].to_list() == [OLD_IBAN]  # the connection predates customer-43's fact
+    assert py["object"].to_list() == [OLD_IBAN]  # not valid on 03-02 as believed on 03-02 either
+    assert sql.drop("score").equals(py.drop("score"))
+    assert sql["score"].to_list() == pytest.approx(py["score"].to_list(), abs=1e-6)
+    fresh = mem.connect().sql("SELECT object, score FROM recall(CAST($q AS FLOAT[]), 5, NULL, NULL)",
+                              params={"q": q}).pl()
+    now = mem.recall(q, k=5)
+    assert fresh["object"].to_list() == now["object"].to_list() == [NEW_IBAN, "NL91 ABNA 0417 1643 00"]
+    assert fresh["score"].to_list() == pytest.approx(now["score"].to_list(), abs=1e-6)
 
 
 def test_recall_sees_new_commits_and_in_place_embeddings(mem: tm.Memory, clock) -> None:
@@ -241,3 +249,23 @@ def test_cli_recall_table_json_and_errors(store_path, clock) -> None:
     assert table.exit_code == 0 and NEW_IBAN in table.output and "score" in table.output
     bad = runner.invoke(cli, [*base, "--at", "yesterday-ish"])
     assert bad.exit_code == 1 and "valid_at" in bad.output and "Traceback" not in bad.output
+
+
+def test_widening_offer_keeps_the_answer_exact(mem: tm.Memory, clock, monkeypatch) -> None:
+    """Recall offers the macro only the best scores first; when the slice holds too few of them
+    it must widen until the answer equals the full ranking (here: best matches are all closed)."""
+    import tempomem.recall as recall_module
+
+    clock.set("2026-03-01T00:00:00Z")
+    closed = [{"subject": f"host-{i}", "predicate": "alert", "object": f"disk full on host {i}",
+               "valid_from": "2025-01-01", "valid_to": "2025-02-01"} for i in range(6)]
+    live = [{"subject": "host-9", "predicate": "alert", "object": "disk almost full"},
+            {"subject": "host-8", "predicate": "note", "object": "quiet night"}]
+    mem.assert_many(closed + live)
+    full = mem.recall("disk full on host", k=2)
+    assert full["object"].to_list() == ["disk almost full", "quiet night"]
+    monkeypatch.setattr(recall_module, "_OFFER_PER_K", 1)
+    monkeypatch.setattr(recall_module, "_MIN_OFFER", 1)
+    narrow = mem.recall("disk full on host", k=2)
+    assert narrow.drop("score").equals(full.drop("score"))
+    assert mem.recall("disk full on host", k=5, valid_at="2025-01-15").height == 5

@@ -144,3 +144,19 @@ def test_trusted_policy_on_the_query_forms(history):
         mem.current("acct", trusted={"source": "user"})
     with pytest.raises(tm.TempomemError, match="min_confidence"):
         mem.current("acct", trusted={"min_confidence": "high"})
+
+
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_lag_percentiles_are_nearest_rank(tmp_path, n):
+    """p = the ceil(q·n)-th smallest lag, computed here directly on the same lags."""
+    clock = Clock("2026-02-01T00:00:00")
+    mem = new_store(tmp_path, clock)
+    lags = [timedelta(minutes=(i * 37) % 101 + 1) for i in range(n)]
+    mem.assert_many([{"subject": f"s{i}", "predicate": "p", "object": "o",
+                      "valid_from": clock.now - lag} for i, lag in enumerate(lags)])
+    row = tm.reports.ingestion_lag(mem, threshold="50m").row(0, named=True)
+    ordered = sorted(lags)
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        assert row[name] == ordered[-(-n * int(q * 100) // 100) - 1], name
+    assert row["max"] == ordered[-1] and row["count"] == n
+    assert row["share_over_threshold"] == pytest.approx(sum(lag > timedelta(minutes=50) for lag in lags) / n)
