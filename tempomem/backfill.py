@@ -9,7 +9,8 @@ identifiers, every value is a bound parameter) and drives the stages.
 The load is materialised once, on a private connection with a memory limit (DuckDB spills to
 a temporary folder beyond it):
 
-``_bf_checked``  every input row, parsed, with its first bad field (or none) and a hash;
+``_bf_checked``  every input row, parsed, with its first bad field (or none) and a hash
+                 (stored as ``_bf_checked_rows`` without the columns the input lacks);
 ``_bf_merged``   the exact repeats, each loaded once with artifacts merged (usually empty);
 ``_bf_rows``     a view: the loadable rows with fixed spans and fact ids, fact-level
                  rejections removed;
@@ -182,6 +183,16 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
             notify("checked", loader.rows_read)
             loader.collapse_and_check_facts(resolve=resolve)
             report_parts = loader.report_parts(settings, resolve=resolve, extra_flags=extra_flags)
+            plan = None
+            if resolve:
+                from .resolve import replay
+
+                # Rows the write path refuses become rejected rows of the report.
+                plan = replay(con, settings, origin=origin, ingested_at=now, notify=notify)
+                if plan.rejected.height:
+                    rejected = pl.concat([report_parts["rejected"], plan.rejected.cast(_REJECTED_SCHEMA)])  # type: ignore[arg-type]
+                    report_parts = {**report_parts, "rejected": rejected.sort("row"),
+                                    "loaded": report_parts["loaded"] - plan.rejected.height}
             report = BackfillReport(**report_parts, origin=origin)
             if strict and report.rejected.height:
                 raise BackfillError(
@@ -190,10 +201,8 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
                     f"{report.rejected['reason'][0]})",
                     report,
                 )
-            if resolve:
-                from .resolve import replay
-
-                revisions = replay(mem, con, settings, origin=origin, ingested_at=now, notify=notify)
+            if plan is not None:
+                revisions = plan.commit(mem, con)
             else:
                 revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
                                             origin=origin, ingested_at=now, notify=notify)
@@ -399,36 +408,41 @@ class _Loader:
         self.params = {"now": now, "lenient": lenient}
         self.rows_read = 0
         self.has_fact_id = "fact_id" in columns
+        #: Columns the input lacks (name: SQL type): always NULL, so not stored, only named.
+        self.absent: dict[str, str] = {}
 
     # stage 1 ------------------------------------------------------------------------------
     def _parsed_select(self) -> tuple[str, dict[str, Any]]:
+        """The parsed columns; a column the input lacks is a typed NULL, noted in ``absent``."""
         cols, params = self.columns, {}
         out = ["__row"]
+
+        def parsed(name: str, sql: str, sql_type: str) -> None:
+            if name in cols:
+                out.append(f"{sql} AS {name}")
+            else:
+                self.absent[name] = sql_type
+                out.append(f"CAST(NULL AS {sql_type}) AS {name}")
+
         for name in _STRINGS:
-            out.append(f"{_text_sql(_quote(name), cols[name])} AS {name}" if name in cols
-                       else f"CAST(NULL AS VARCHAR) AS {name}")
+            parsed(name, _text_sql(_quote(name), cols.get(name, "")), "VARCHAR")
         for name in _TIMES:
-            if name in cols:
-                out += [f"{time_sql(_quote(name), cols[name], self.epoch_unit)} AS {name}", self._source(name)]
-            else:
-                out += [f"CAST(NULL AS TIMESTAMPTZ) AS {name}", self._source(name)]
+            parsed(name, time_sql(_quote(name), cols.get(name, ""), self.epoch_unit), "TIMESTAMPTZ")
+            out.append(self._source(name))
         for name in _NUMBERS:
-            if name in cols:
-                out += [f"TRY_CAST({_quote(name)} AS DOUBLE) AS {name}", self._source(name)]
-            else:
-                out += [f"CAST(NULL AS DOUBLE) AS {name}", self._source(name)]
-        if "valid_from_inferred" in cols:
-            out.append('TRY_CAST("valid_from_inferred" AS BOOLEAN) AS valid_from_inferred')
-        else:
-            out.append("CAST(NULL AS BOOLEAN) AS valid_from_inferred")
+            parsed(name, f"TRY_CAST({_quote(name)} AS DOUBLE)", "DOUBLE")
+            out.append(self._source(name))
+        parsed("valid_from_inferred", 'TRY_CAST("valid_from_inferred" AS BOOLEAN)', "BOOLEAN")
         out.append(self._source("valid_from_inferred"))
         for name, element in (("artifacts", "VARCHAR"), ("embedding", "FLOAT")):
-            if name in cols:
-                out.append(f"{_list_sql(_quote(name), cols[name], element)} AS {name}")
-            else:
-                out.append(f"CAST(NULL AS {element}[]) AS {name}")
+            parsed(name, _list_sql(_quote(name), cols.get(name, ""), element), f"{element}[]")
             out.append(self._source(name))
-        out.append(f"{self._attributes_sql(params)} AS attributes")
+        attributes = self._attributes_sql(params)
+        if attributes is None:
+            self.absent["attributes"] = "VARCHAR"
+            out.append("CAST(NULL AS VARCHAR) AS attributes")
+        else:
+            out.append(f"{attributes} AS attributes")
         return ", ".join(out), params
 
     # The source value of a parsed column rides along as _src_<name> (free: it is not
@@ -451,7 +465,7 @@ class _Loader:
         """SQL: the source value of ``name`` as text (NULL when blank), for rejection messages."""
         return f"nullif(trim(CAST(_src_{name} AS VARCHAR)), '')"
 
-    def _attributes_sql(self, params: dict[str, Any]) -> str:
+    def _attributes_sql(self, params: dict[str, Any]) -> str | None:
         """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
         extra = [c for c in self.columns if c not in INPUT_COLUMNS]
         pieces = []
@@ -473,7 +487,7 @@ class _Loader:
         if given and extra_json:
             return (f"CASE WHEN ({extra_json}) IS NULL THEN {given} WHEN ({given}) IS NULL THEN {extra_json} "
                     f"ELSE CAST(json_merge_patch({given}, {extra_json}) AS VARCHAR) END")
-        return given or extra_json or "CAST(NULL AS VARCHAR)"
+        return given or extra_json
 
     def _rules(self) -> list[tuple[str, str, str, str]]:
         """(condition, field, value SQL, reason SQL) in order: a row's first hit rejects it."""
@@ -533,9 +547,10 @@ class _Loader:
         bad_reason = "CASE _bad " + " ".join(f"WHEN {i} THEN {r}" for i, (_, _, _, r) in enumerate(rules)) + " END"
         sources = ", ".join(f"_src_{n}" for n in _RAW)
         self.params.update(params, link_types=list(LINK_TYPES), statuses=list(_BELIEF_STATUSES))
+        absent = "".join(f", {name}" for name in self.absent)
         self.con.execute(
-            f"""CREATE TEMP TABLE _bf_checked AS
-                SELECT * EXCLUDE (_bad, {sources}),
+            f"""CREATE TEMP TABLE _bf_checked_rows AS
+                SELECT * EXCLUDE (_bad, {sources}{absent}),
                        {bad_field} AS _bad_field, CAST({bad_value} AS VARCHAR) AS _bad_value,
                        {bad_reason} AS _bad_reason,
                        -- lenient mode read an unreadable time as missing: the unreadable_time flag
@@ -548,7 +563,9 @@ class _Loader:
                 FROM (SELECT *, {bad} AS _bad FROM (SELECT {parsed} FROM _bf_in))""",
             self.params,
         )
-        self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked").fetchall()[0][0]
+        nulls = "".join(f", CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in self.absent.items())
+        self.con.execute(f"CREATE TEMP VIEW _bf_checked AS SELECT *{nulls} FROM _bf_checked_rows")
+        self.rows_read = self.con.sql("SELECT count(*) FROM _bf_checked_rows").fetchall()[0][0]
 
     # stage 2 ------------------------------------------------------------------------------
     def collapse_and_check_facts(self, *, resolve: bool) -> None:
@@ -620,7 +637,7 @@ _CANDIDATES_SQL = f"""
 CREATE TEMP VIEW _bf_candidates AS
 SELECT * EXCLUDE (nonce) REPLACE (
            CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
-           coalesce(fact_id, printf('%014x', greatest(epoch_us(recorded_at), 0)) || printf('%015x', nonce + __row))
+           coalesce(fact_id, format('{{:014x}}{{:015x}}', greatest(epoch_us(recorded_at), 0), nonce + __row))
                AS fact_id,
            coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
                AS valid_from_inferred),
@@ -687,13 +704,14 @@ shared_recorded AS (
     SELECT recorded_at AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
     GROUP BY recorded_at ORDER BY c DESC, t LIMIT 1
 ),
--- Single-valued keys with more than one value in this load, found by a hash of the key (a
--- collision only adds candidates: the join below compares the keys themselves), then their
--- revisions with belief intervals, for the overlap test (the same rule as check()).
+-- Single-valued keys with more than one value in this load, then their revisions with belief
+-- intervals, for the overlap test (the same rule as check()). Keys and values are grouped by
+-- 64-bit hashes (integers group far faster than text): a key collision only adds candidates,
+-- as the join below compares the keys and values themselves.
 multi_keys AS (
     SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
     WHERE $check_overlaps AND NOT list_contains($multi, predicate)
-    GROUP BY kh HAVING min(object) <> max(object)
+    GROUP BY kh HAVING min(hash(object)) <> max(hash(object))
 ),
 revs AS (
     SELECT r.__row, r.fact_id, coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
@@ -748,28 +766,24 @@ FROM _bf_counts
 # One revision per row from recorded_at; a row retracted later also gives a retracted revision
 # at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
 _REVISIONS_SQL = """
-WITH base AS (
-    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted
+WITH derived AS (
+    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
+           CASE WHEN r.status IN ('live', 'ended', 'superseded') THEN r.status
+                WHEN r.superseded_by IS NOT NULL THEN 'superseded'
+                WHEN r.valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status,
+           -- part 0 is the row as recorded; part 1 its retraction, when that came later. One
+           -- scan makes both (a UNION of two reads would materialise the rows first).
+           unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
     FROM _bf_rows r
 ),
-derived AS (
-    SELECT *, CASE WHEN status IN ('live', 'ended', 'superseded') THEN status
-                   WHEN superseded_by IS NOT NULL THEN 'superseded'
-                   WHEN valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status
-    FROM base
-),
 revs AS (
-    SELECT __row, fact_id, recorded_at,
-           CASE WHEN born_retracted THEN retracted_at END AS retracted_at,
-           CASE WHEN born_retracted THEN 'retracted' ELSE belief_status END AS status,
-           CASE WHEN born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END AS reason,
-           0 AS part, * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
+    SELECT * REPLACE (
+               CASE WHEN part = 1 THEN retracted_at ELSE recorded_at END AS recorded_at,
+               CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
+               CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
+               CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END
+                   AS reason)
     FROM derived
-    UNION ALL BY NAME
-    SELECT __row, fact_id, retracted_at AS recorded_at, retracted_at, 'retracted' AS status,
-           coalesce(retraction_reason, reason) AS reason, 1 AS part,
-           * EXCLUDE (__row, fact_id, recorded_at, retracted_at, status, reason)
-    FROM derived WHERE retracted_at > recorded_at
 )
 SELECT fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,

@@ -425,6 +425,34 @@ def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     assert mem.check().ok
 
 
+
+def test_resolve_rejects_a_row_the_write_path_refuses_and_loads_the_rest(mem: tm.Memory) -> None:
+    mem.declare("iban", policy="reject")
+    rows = [
+        {"subject": "c42", "predicate": "iban", "object": "FR1", "recorded_at": "2025-01-01", "valid_from": "2024-01"},
+        # overlaps FR1 under a reject policy: refused, and its later retraction with it
+        {"subject": "c42", "predicate": "iban", "object": "DE2", "recorded_at": "2025-02-01", "valid_from": "2024-06",
+         "retracted_at": "2025-02-10"},
+        # same belief instant, same key, after the refused row: FR1 again with a new artifact
+        {"subject": "c42", "predicate": "iban", "object": "FR1", "recorded_at": "2025-02-01", "valid_from": "2024-01",
+         "artifacts": ["ep2"]},
+        {"subject": "c42", "predicate": "city", "object": "Paris", "recorded_at": "2025-02-01"},
+    ]
+    with pytest.raises(tm.BackfillError, match="1 of 4 rows rejected"):
+        mem.backfill(rows, resolve=True, strict=True)
+    assert revs(mem).height == 0
+    report = mem.backfill(rows, resolve=True)
+    assert (report.rows_read, report.loaded, report.duplicates, report.revisions) == (4, 3, 0, 3)
+    assert report.rejected.select("row", "field", "value").rows() == [(1, "object", "DE2")]
+    assert report.rejected["reason"][0].startswith("refused by the write path: overlapping value")
+    got = revs(mem).select("predicate", "object", "revision", "recorded_at", "artifacts", "status").rows()
+    assert got == [
+        ("iban", "FR1", 1, ts("2025-01-01"), [], "live"),
+        ("iban", "FR1", 2, ts("2025-02-01"), ["ep2"], "live"),
+        ("city", "Paris", 1, ts("2025-02-01"), [], "live"),
+    ]
+    assert mem.check().ok
+
 # -- the files a backfill writes -----------------------------------------------------------------
 
 def test_backfilled_files_are_plain_delta_with_no_values_in_the_log(mem: tm.Memory) -> None:
