@@ -133,7 +133,10 @@ def _plot(sizes: list[dict[str, Any]], png: Path) -> None:
                 ax.plot(xs, ys, marker="o", label=SYSTEM_NAMES[s], linewidth=2.5 if s == "tempomem" else 1.2)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(cls)
+        title = cls
+        if cls == "divergence":  # the probe count is not the same at every size
+            title += " (probes: " + ", ".join(f"{z['probes']:.0e}" for z in sizes) + ")"
+        ax.set_title(title)
         ax.set_xlabel("revisions in the store")
         ax.set_ylabel("median ms")
         ax.grid(True, which="both", alpha=0.3)
