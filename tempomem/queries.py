@@ -75,13 +75,20 @@ def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) ->
 
 
 def latest_states(con: duckdb.DuckDBPyConnection, *, subjects: list[str] | None = None,
-                  fact_id: str | None = None) -> list[dict[str, Any]]:
-    """Latest revision of each fact of the given subjects (or one fact), for the write path.
+                  predicates: list[str] | None = None, fact_id: str | None = None) -> list[dict[str, Any]]:
+    """Latest revision of each fact of the given subjects and predicates (or of one fact).
 
-    Each row keeps the latest revision's own ``recorded_at`` and adds ``first_recorded_at``.
+    For the write path: each row keeps the latest revision's own ``recorded_at`` and adds
+    ``first_recorded_at``. ``predicates=None`` means all of them. The caller keeps the rows of
+    the keys it asked about.
     """
-    where = "fact_id = $fact_id" if fact_id is not None else "subject IN (SELECT unnest($subjects))"
-    params = {"fact_id": fact_id} if fact_id is not None else {"subjects": subjects or []}
+    if fact_id is not None:
+        where, params = "fact_id = $fact_id", {"fact_id": fact_id}
+    elif predicates is None:
+        where, params = "subject IN (SELECT unnest($subjects))", {"subjects": subjects or []}
+    else:
+        where = "subject IN (SELECT unnest($subjects)) AND predicate IN (SELECT unnest($predicates))"
+        params = {"subjects": subjects or [], "predicates": predicates}
     rows = con.sql(
         f"""SELECT * EXCLUDE (believed_until),
                    min(recorded_at) OVER (PARTITION BY scope, subject, predicate, fact_id) AS first_recorded_at

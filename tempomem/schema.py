@@ -99,8 +99,14 @@ class Fact:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Fact:
         """Build a Fact from a mapping with at least the ``facts`` columns."""
-        values = {f.name: _utc(row.get(f.name)) for f in fields(cls)}
+        values = {name: row.get(name) for name in _FACT_FIELD_NAMES}
+        for name in _FACT_TIME_FIELDS:
+            values[name] = _utc(values[name])
         values["artifacts"] = tuple(values["artifacts"] or ())
         if values["embedding"] is not None:
             values["embedding"] = tuple(values["embedding"])
         return cls(**values)
+
+
+_FACT_FIELD_NAMES = tuple(f.name for f in fields(Fact))
+_FACT_TIME_FIELDS = tuple(f.name for f in FACT_FIELDS if pa.types.is_timestamp(f.type))

@@ -216,17 +216,19 @@ class Memory:
 
     # -- writes -----------------------------------------------------------------------------
     @contextmanager
-    def _commit(self, subjects: list[str] | None = None, fact_id: str | None = None) -> Iterator[Batch]:
+    def _commit(self, subjects: list[str] | None = None, predicates: list[str] | None = None,
+                fact_id: str | None = None) -> Iterator[Batch]:
         """Lock, load the states a commit needs, let the caller apply operations, then commit."""
         with self._lock, self._storage.writer_lock():
             con = self._connection()
             snap = self._storage.snapshot()
             commit_time = self._commit_time(con, snap)
-            states = queries.latest_states(con, subjects=subjects) if subjects is not None else []
+            states = [] if subjects is None else queries.latest_states(con, subjects=subjects, predicates=predicates)
             if fact_id is not None:
                 found = queries.latest_states(con, fact_id=fact_id)
                 if found:
-                    key_states = queries.latest_states(con, subjects=[found[0]["subject"]])
+                    key_states = queries.latest_states(con, subjects=[found[0]["subject"]],
+                                                       predicates=[found[0]["predicate"]])
                     states = [s for s in key_states if s["predicate"] == found[0]["predicate"]
                               and s["scope"] == found[0]["scope"]]
             settings = self._storage.read_settings()
@@ -273,7 +275,8 @@ class Memory:
         records = _records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
         subjects = sorted({n["subject"] for n in news})
-        with self._commit(subjects=subjects) as batch:
+        predicates = sorted({n["predicate"] for n in news})
+        with self._commit(subjects=subjects, predicates=predicates) as batch:
             ids = [batch.assert_fact(n) for n in news]
         return [_as_fact(batch.states[i]) for i in ids]
 
