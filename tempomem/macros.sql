@@ -87,17 +87,26 @@ CREATE OR REPLACE MACRO tm_allen(a_lo, a_hi, b_lo, b_hi) AS CASE
 -- Columns are qualified in every view and macro: DuckDB 2 binds them with the parameters of
 -- the calling table macro in scope, where `subject` would be ambiguous.
 
+-- The latest revision is picked by a join with each fact's (max revision, first recorded_at),
+-- computed on the key columns only, rather than by windows over whole rows: DuckDB then drops
+-- the unused `believed_until` window and never sorts wide rows (3-4x faster for a snapshot of
+-- all facts, the same answer; benchmarks/compare.py).
 CREATE OR REPLACE VIEW facts AS
+WITH latest AS (
+    SELECT l.scope, l.subject, l.predicate, l.fact_id,
+           max(l.revision) AS revision, arg_min(l.recorded_at, l.revision) AS first_recorded_at
+    FROM revisions AS l
+    GROUP BY l.scope, l.subject, l.predicate, l.fact_id
+)
 SELECT r.fact_id, r.scope, r.subject, r.predicate, r.object,
        r.text, r.valid_from, r.valid_to, r.valid_from_inferred,
-       first_value(r.recorded_at) OVER (
-           PARTITION BY r.scope, r.subject, r.predicate, r.fact_id ORDER BY r.revision
-       ) AS recorded_at,
+       m.first_recorded_at AS recorded_at,
        r.retracted_at, r.superseded_at, r.superseded_by, r.status, r.reason,
        r.source, r.confidence, r.origin, r.ingested_at, r.artifacts,
        r.attributes, r.embedding, r.link_type, r.weight
 FROM revisions AS r
-QUALIFY r.believed_until IS NULL;
+JOIN latest AS m ON m.scope = r.scope AND m.subject = r.subject AND m.predicate = r.predicate
+                AND m.fact_id = r.fact_id AND m.revision = r.revision;
 
 
 -- ============================================================================================

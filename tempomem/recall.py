@@ -62,6 +62,24 @@ def store_embedder(mem: Memory) -> Embedder:
     return mem.embedder
 
 
+def _matching_embedder(mem: Memory, embedder: Embedder, *, record: bool) -> None:
+    """Refuse an embedder other than the one that made the store's vectors (recorded in settings).
+
+    Vectors of two embedders of one length are not comparable, and nothing else would tell.
+    ``record`` stores this embedder as the store's when none is recorded yet (hold the lock).
+    """
+    this = f"{type(embedder).__module__}.{type(embedder).__qualname__}(dim={embedder.dim})"
+    settings = mem._storage.read_settings()
+    made_by = settings.get("embedder")
+    if made_by is None:
+        if record:
+            mem._storage.write_settings({**settings, "embedder": this})
+        return
+    if made_by != this:
+        raise TempomemError(f"embedder: this store's vectors were made by {made_by}, not {this}; "
+                            f"open it with that embedder (tm.open(..., embedder=...))")
+
+
 def _vectors_table(fact_ids: pa.Array, revisions: pa.Array, vectors: np.ndarray) -> pa.Table:
     flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
     lists = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1]).cast(pa.list_(pa.float32()))
@@ -86,6 +104,7 @@ def embed(mem: Memory, embedder: Embedder | None = None) -> int:
         ).to_arrow_table()
         if missing.num_rows == 0:
             return 0
+        _matching_embedder(mem, embedder, record=True)
         # One model call per distinct text: revisions of a fact usually share their text.
         texts = pl.from_arrow(missing.select(["text"]))
         distinct = texts.unique(maintain_order=True)
@@ -182,7 +201,9 @@ def _query_vector(mem: Memory, query: Any) -> list[float]:
     if isinstance(query, str):
         if not query.strip():
             raise TempomemError("query: must not be empty")
-        return _embed_texts(store_embedder(mem), [query])[0].tolist()
+        embedder = store_embedder(mem)
+        _matching_embedder(mem, embedder, record=False)
+        return _embed_texts(embedder, [query])[0].tolist()
     try:
         vector = np.asarray(query, dtype=np.float64)
     except (TypeError, ValueError):

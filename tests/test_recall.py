@@ -269,3 +269,19 @@ def test_widening_offer_keeps_the_answer_exact(mem: tm.Memory, clock, monkeypatc
     narrow = mem.recall("disk full on host", k=2)
     assert narrow.drop("score").equals(full.drop("score"))
     assert mem.recall("disk full on host", k=5, valid_at="2025-01-15").height == 5
+
+
+def test_recall_refuses_an_embedder_other_than_the_one_that_made_the_vectors(mem: tm.Memory, ibans,
+                                                                               store_path, clock) -> None:
+    mem.embed()  # the default hashing embedder now made the store's vectors
+
+    class SameLength:
+        dim = 384
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 384), dtype=np.float32)
+
+    other = tm.open(store_path, clock=clock, embedder=SameLength())
+    with pytest.raises(tm.TempomemError, match="HashingEmbedder"):
+        other.recall(QUERY)
+    assert tm.open(store_path, clock=clock).recall(QUERY, k=1)["object"].to_list() == [NEW_IBAN]
