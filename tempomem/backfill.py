@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from . import queries
 from .errors import BackfillError, TempomemError
 from .schema import LINK_TYPES
+from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
 from .times import MICROSECOND, UTC, system_clock
 
 if TYPE_CHECKING:
@@ -800,16 +801,13 @@ ORDER BY scope, subject, predicate, fact_id, revision
 _REVISION_BY_ROW = "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"
 _REVISION_ONE_ROW_PER_FACT = "1 + part"
 
-#: Rows per Parquet row group of a backfilled file, as the store's own writer uses.
-_ROW_GROUP_ROWS = 64 * 1024
-
 
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
                     ingested_at: datetime, notify: Progress) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
-    DuckDB writes them itself (COPY, sorted by the store's SORT_KEYS so that point queries
-    prune row groups) into one Parquet file in the table folder, and that file is committed
+    DuckDB writes them itself (COPY, sorted by the store's SORT_KEYS, in the store's row-group
+    size, so that point queries prune row groups) into one Parquet file in the table folder, and that file is committed
     in one transaction (:meth:`Storage.add_files`): no row passes through Python.
     """
     if loaded == 0:
