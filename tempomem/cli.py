@@ -22,6 +22,7 @@ import polars as pl
 from .errors import TempomemError
 from .store import Memory
 from .store import open as open_store
+from .times import iso
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%.6fZ"
 
@@ -101,7 +102,7 @@ def emit(df: pl.DataFrame, as_json: bool, columns: list[str] | None = None) -> N
 
 def emit_value(value: dict[str, Any], as_json: bool) -> None:
     """Print one record (a fact) as ``key: value`` lines or JSON."""
-    clean = {k: (v.isoformat().replace("+00:00", "Z") if isinstance(v, datetime) else v)
+    clean = {k: (iso(v) if isinstance(v, datetime) else v)
              for k, v in value.items() if k != "embedding"}
     if as_json:
         click.echo(json.dumps(clean, default=str))

@@ -229,8 +229,7 @@ class Memory:
                 if found:
                     key_states = queries.latest_states(con, subjects=[found[0]["subject"]],
                                                        predicates=[found[0]["predicate"]])
-                    states = [s for s in key_states if s["predicate"] == found[0]["predicate"]
-                              and s["scope"] == found[0]["scope"]]
+                    states = [s for s in key_states if s["scope"] == found[0]["scope"]]
             settings = self._storage.read_settings()
             batch = Batch(states, commit_time=commit_time, rules=self._rules(settings),
                           default_policy=settings["policy"])

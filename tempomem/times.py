@@ -61,8 +61,7 @@ def iso(value: datetime | None) -> str | None:
     """Format an aware datetime as an ISO-8601 UTC string ending in ``Z``."""
     if value is None:
         return None
-    text = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return text
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def system_clock() -> datetime:
