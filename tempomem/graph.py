@@ -4,19 +4,29 @@ Both run one SQL macro of ``macros.sql`` (``tm_traverse``, ``dependency_changes`
 query over one time slice (SPEC §6 as_believed semantics), so every hop sees the same
 instant and belief. Edges are facts whose object is an entity (the subject of some fact),
 walked subject -> object only; see the macros for why.
+
+Speed: each hop of ``tm_traverse`` asks ``tm_out_links(entity_id)`` for the candidate links
+out of an entity. In tempomem's own connection that is answered from an adjacency array held
+in memory (every possible link sorted by source entity, with offsets: CSR), rebuilt with the
+in-memory index whenever the store version changes; a hop then costs the links it follows,
+not a scan of the million links of the store. The slice test stays in SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from .errors import TempomemError
 from .queries import frame
-from .recall import prepared_connection
+from .recall import indexed_version, prepared_connection
 from .schema import LINK_TYPES
 from .times import TimeLike, to_utc
 
@@ -27,6 +37,60 @@ if TYPE_CHECKING:
 DEFAULT_MULTIPLIERS: dict[str, float] = {"causal": 1.5, "entity": 1.2, "temporal": 1.0, "semantic": 0.8}
 
 _MAX_DEPTH = 10
+
+
+@dataclass
+class _Adjacency:
+    """Every possible link of one store version, by source entity: links ``offsets[i]:offsets[i+1]``
+    leave the entity numbered ``i`` in ``_tm_entities``."""
+
+    con: duckdb.DuckDBPyConnection
+    version: int
+    offsets: np.ndarray
+    links: pa.StructArray
+
+    def out_links(self, entity_ids: pa.Array | pa.ChunkedArray) -> pa.ListArray:
+        """``tm_out_links`` for a vector of entity ids: one list of link rows per id, in one gather."""
+        ids = entity_ids.combine_chunks() if isinstance(entity_ids, pa.ChunkedArray) else entity_ids
+        present = ids.is_valid().to_numpy(zero_copy_only=False)
+        at = ids.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        first = self.offsets[at]
+        counts = np.where(present, self.offsets[at + 1] - first, 0)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        # Positions of every requested link: each id's run first..first+count, laid end to end.
+        take = np.repeat(first - bounds[:-1], counts) + np.arange(bounds[-1])
+        mask = pa.array(~present) if not present.all() else None
+        return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), self.links.take(pa.array(take)), mask=mask)
+
+
+def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
+    """tempomem's connection with its index, ``_tm_entities`` and ``tm_out_links`` in memory and
+    up to date (hold ``mem._lock``)."""
+    con = prepared_connection(mem)
+    version = indexed_version(mem)
+    adjacency: _Adjacency | None = getattr(mem, "_graph_cache", None)
+    if adjacency is not None and adjacency.con is con and adjacency.version == version:
+        return con
+    con.execute("CREATE OR REPLACE TABLE _tm_entity_cache AS SELECT n.* FROM _tm_entities_live AS n")
+    con.execute("CREATE OR REPLACE VIEW _tm_entities AS SELECT n.* FROM _tm_entity_cache AS n")
+    links = con.sql("SELECT l.* FROM _tm_links AS l ORDER BY l.src_id").to_arrow_table()
+    entities = con.sql("SELECT count(*) FROM _tm_entity_cache").fetchall()[0][0]
+    sources = links["src_id"].to_numpy()
+    offsets = np.searchsorted(sources, np.arange(entities + 1), side="left").astype(np.int64)
+    rows = links.drop_columns(["src_id"])
+    fresh = _Adjacency(con, version, offsets,
+                       pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns], names=rows.column_names))
+    if adjacency is None or adjacency.con is not con:
+        # The SQL definition of tm_out_links gives way to the in-memory one (same rows): a
+        # function that reads whatever adjacency is current, so later versions only swap data.
+        row_type = con.sql("SELECT l.* EXCLUDE (src_id) FROM _tm_links AS l LIMIT 0")
+        con.execute("DROP MACRO tm_out_links")
+        con.create_function(
+            "tm_out_links", lambda ids: mem._graph_cache.out_links(ids), [duckdb.sqltype("INTEGER")],
+            duckdb.list_type(duckdb.struct_type(dict(zip(row_type.columns, row_type.types, strict=True)))),
+            type="arrow", side_effects=False)
+    mem._graph_cache = fresh  # type: ignore[attr-defined]
+    return con
 
 
 def _multipliers(given: Mapping[str, float] | None) -> dict[str, float]:
@@ -79,7 +143,7 @@ def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | No
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
     with mem._lock:
         return frame(
-            prepared_connection(mem),
+            _prepared(mem),
             """SELECT * FROM tm_traverse($start, $depth, $valid_at, $believed_at,
                                          multipliers := MAP(CAST($types AS VARCHAR[]), CAST($factors AS DOUBLE[])),
                                          predicates := CAST($predicates AS VARCHAR[]))""",
@@ -110,7 +174,7 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
         raise TempomemError(f"lookback: expected an interval such as '24 hours', got {lookback!r}")
     believed = to_utc(believed_at, field="believed_at") or mem.now()
     with mem._lock:
-        con = prepared_connection(mem)
+        con = _prepared(mem)
         try:
             con.sql("SELECT CAST($l AS INTERVAL)", params={"l": lookback}).fetchall()
         except Exception:

@@ -444,11 +444,41 @@ ORDER BY rk.score DESC, rk.fact_id;
 -- would mix with "what depends on X". Walk from the other end to ask the reverse question.
 -- A hop is worth weight × the multiplier of its link_type (a type missing from the map: 1).
 
+-- The links of one slice with the value of one hop: what tm_traverse walks, to inspect it.
 CREATE OR REPLACE MACRO tm_edges(valid_at, believed_at, multipliers, predicates := NULL) AS TABLE
     SELECT s.fact_id, s.subject AS src, s.object AS dst, s.predicate, s.link_type,
            s.weight * coalesce(multipliers[s.link_type], 1.0) AS hop
     FROM tm_slice(valid_at, believed_at) AS s
     WHERE (predicates IS NULL OR list_contains(predicates, s.predicate)) AND s.object_is_entity;
+
+-- The walk does not join the whole edge slice at every hop (DuckDB would hash a million links
+-- per query for a walk that follows a few hundred): each hop asks `tm_out_links` for the
+-- links out of the entities it stands on, then keeps those in the slice. Entities are
+-- numbered (`entity_id`, by name) so a walk carries small integers; `_tm_links` lists every
+-- revision that can be a link (object an entity, not retracted, not erased) with both ends
+-- numbered. Which of them are in force is decided per hop by tm_in_slice, the same test for
+-- every hop. tempomem's own connection keeps `_tm_entities` in memory and answers
+-- `tm_out_links` from an in-memory adjacency array (tempomem/graph.py): the same lists, so a
+-- hop costs the links it follows, not a scan of every link.
+CREATE OR REPLACE VIEW _tm_entities_live AS
+SELECT CAST(row_number() OVER (ORDER BY x.name) - 1 AS INTEGER) AS entity_id, x.name
+FROM (SELECT DISTINCT i.subject AS name FROM _tm_index AS i WHERE i.status <> 'erased') AS x;
+
+CREATE OR REPLACE VIEW _tm_entities AS SELECT n.* FROM _tm_entities_live AS n;
+
+CREATE OR REPLACE VIEW _tm_links AS
+SELECT s.entity_id AS src_id, d.entity_id AS dst_id, i.object AS dst, i.fact_id, i.predicate, i.link_type,
+       i.weight, i.valid_from, i.valid_to, i.recorded_at, i.believed_until, i.retracted_at, i.status
+FROM _tm_index AS i
+JOIN _tm_entities AS s ON s.name = i.subject
+JOIN _tm_entities AS d ON d.name = i.object
+WHERE i.status <> 'erased' AND i.retracted_at IS NULL;
+
+-- The candidate links out of one entity (every revision; the caller applies the slice), as a
+-- list of `_tm_links` rows without `src_id`; NULL when there is none.
+CREATE OR REPLACE MACRO tm_out_links(entity_id) AS (
+    SELECT list(o) FROM (SELECT l.* EXCLUDE (src_id) FROM _tm_links AS l WHERE l.src_id = entity_id) AS o
+);
 
 -- tm_traverse(start, depth, valid_at, believed_at): weighted spreading activation from
 -- `start` over the slice, up to `depth` hops; every hop uses the same slice. One row per
@@ -460,15 +490,19 @@ CREATE OR REPLACE MACRO tm_traverse(start, depth, valid_at, believed_at,
         multipliers := MAP {'causal': 1.5, 'entity': 1.2, 'temporal': 1.0, 'semantic': 0.8},
         predicates := NULL) AS TABLE
 WITH RECURSIVE
-edges AS MATERIALIZED (
-    SELECT ed.* FROM tm_edges(valid_at, believed_at, multipliers, predicates := predicates) AS ed
-),
-walk(entity, hops, score, path, seen) AS (
-    SELECT CAST(start AS VARCHAR), 0, CAST(1.0 AS DOUBLE), CAST([] AS VARCHAR[]), [CAST(start AS VARCHAR)]
+walk(entity_id, entity, hops, score, path, seen) AS (
+    SELECT n.entity_id, n.name, 0, CAST(1.0 AS DOUBLE), CAST([] AS VARCHAR[]), [n.entity_id]
+    FROM _tm_entities AS n WHERE n.name = CAST(start AS VARCHAR)
     UNION ALL
-    SELECT e.dst, w.hops + 1, w.score * e.hop, list_append(w.path, e.fact_id), list_append(w.seen, e.dst)
-    FROM walk AS w JOIN edges AS e ON e.src = w.entity
-    WHERE w.hops < depth AND NOT list_contains(w.seen, e.dst)
+    SELECT o.link.dst_id, o.link.dst, w.hops + 1,
+           w.score * (o.link.weight * coalesce(multipliers[o.link.link_type], 1.0)),
+           list_append(w.path, o.link.fact_id), list_append(w.seen, o.link.dst_id)
+    FROM (SELECT f.*, tm_out_links(f.entity_id) AS links FROM walk AS f WHERE f.hops < depth) AS w,
+         unnest(w.links) AS o(link)
+    WHERE tm_in_slice(o.link.valid_from, o.link.valid_to, o.link.recorded_at, o.link.believed_until,
+                      o.link.retracted_at, o.link.status, valid_at, believed_at)
+      AND (predicates IS NULL OR list_contains(predicates, o.link.predicate))
+      AND NOT list_contains(w.seen, o.link.dst_id)
 )
 SELECT w.entity, CAST(min(w.hops) AS INTEGER) AS depth, max(w.score) AS score,
        arg_max(w.path, (w.score, -w.hops, array_to_string(w.path, ','))) AS path

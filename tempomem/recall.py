@@ -197,6 +197,11 @@ def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def indexed_version(mem: Memory) -> int:
+    """The store version the in-memory index was built from (after :func:`prepared_connection`)."""
+    return mem._recall_cache.index_version  # type: ignore[attr-defined]
+
+
 def _query_vector(mem: Memory, query: Any) -> list[float]:
     if isinstance(query, str):
         if not query.strip():

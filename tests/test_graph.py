@@ -126,6 +126,43 @@ def test_sql_macro_and_python_api_give_identical_results(graph_mem: tm.Memory, c
     assert py["score"].to_list() == pytest.approx([1.4175, 1.35, 0.945, 0.8])
 
 
+def _walked(mem: tm.Memory, start: str, at: str, *, believed_at: str | None = None) -> list[str]:
+    """Entities reached in 3 hops, by the Python API; the SQL macro must give the same frame."""
+    py = tm.graph.traverse(mem, start, depth=3, valid_at=at, believed_at=believed_at or at)
+    sql = mem.connect().sql("SELECT * FROM tm_traverse($s, 3, $v, $b)",
+                            params={"s": start, "v": ts(at), "b": ts(believed_at or at)}).pl()
+    assert py.equals(sql)
+    return py["entity"].to_list()
+
+
+def test_traversal_follows_every_new_version_and_rewinds_past_it(graph_mem: tm.Memory, clock, store_path) -> None:
+    # tempomem's connection keeps the links in memory; each commit must be seen, none served stale.
+    clock.set("2026-02-01T00:00:00Z")
+    first = graph_mem.assert_many([_edge("a", "b", "causal"), _edge("b", "c"),
+                                   {"subject": "c", "predicate": "kind", "object": "db"}])
+    assert _walked(graph_mem, "a", "2026-02-01T06:00Z") == ["c", "b"]  # c: 1.5 × 1.2 = 1.8; b: 1.5
+    clock.set("2026-02-02T00:00:00Z")
+    graph_mem.assert_fact("a", "links_to", "d", link_type="semantic")  # d is no entity yet: a leaf
+    assert _walked(graph_mem, "a", "2026-02-02T06:00Z") == ["c", "b"]
+    clock.set("2026-02-03T00:00:00Z")
+    other = tm.open(store_path, clock=clock)  # another writer: only the store version tells
+    other.assert_many([{"subject": "d", "predicate": "kind", "object": "cache"},
+                       _edge("c", "e", "temporal", 0.5), {"subject": "e", "predicate": "kind", "object": "queue"}])
+    # e: 1.8 × 0.5 = 0.9 at depth 3; d (semantic, 0.8) is a node now that a fact about it is held.
+    assert _walked(graph_mem, "a", "2026-02-03T06:00Z") == ["c", "b", "e", "d"]
+    # Rewound to before the c -> e link was believed; d counts as an entity at every belief time
+    # (entities are the subjects of the store's facts), so a -> d is walked.
+    assert _walked(graph_mem, "a", "2026-02-03T06:00Z", believed_at="2026-02-02T12:00Z") == ["c", "b", "d"]
+    clock.set("2026-02-04T00:00:00Z")
+    b_to_c = next(f for f in first if f.subject == "b")
+    other.correct(b_to_c.fact_id, reason="b never used c")
+    assert _walked(graph_mem, "a", "2026-02-04T06:00Z") == ["b", "d"]  # c and e hung on b -> c
+    assert _walked(graph_mem, "a", "2026-02-04T06:00Z", believed_at="2026-02-03T12:00Z") == ["c", "b", "e", "d"]
+    clock.set("2026-02-05T00:00:00Z")
+    graph_mem.forget("e", reason="erasure request")  # erased: gone from every belief time
+    assert _walked(graph_mem, "a", "2026-02-05T06:00Z", believed_at="2026-02-03T12:00Z") == ["c", "b", "d"]
+
+
 def test_bad_traversal_input(graph_mem: tm.Memory) -> None:
     with pytest.raises(tm.TempomemError, match="depth"):
         tm.graph.traverse(graph_mem, "a", depth=0)
