@@ -313,7 +313,7 @@ def _dicts_to_arrow(rows: list[Any]) -> pa.Table:
         values = [r.get(name) for r in rows]
         try:
             arrays[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # mixed types, or ints past 64 bits
             arrays[name] = pa.array([None if v is None else v.isoformat() if isinstance(v, datetime) else str(v)
                                      for v in values], pa.string())
     return pa.table(arrays) if names else pa.table({"__row": pa.array([], pa.int64())})
@@ -358,8 +358,16 @@ def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
     Strings: ``"2024"`` and ``"2024-06"`` are the earliest instant of the year or month, a run
     of 7 or more digits is an epoch number in ``epoch_unit``, anything else is cast (offsets
     honoured, no offset = UTC). Numbers are epochs; naive timestamps and dates are UTC. A value
-    that cannot be read gives NULL. The factor is a literal from a fixed table, never input.
+    that cannot be read gives NULL, and so does a time outside years 1–9999, which no Python
+    or Polars reader of the store could hold. The factor is a literal from a fixed table,
+    never input.
     """
+    parsed = _parsed_time_sql(col, duck_type, epoch_unit)
+    return (f"CASE WHEN {parsed} BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00' "
+            f"AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' THEN {parsed} END")
+
+
+def _parsed_time_sql(col: str, duck_type: str, epoch_unit: str) -> str:
     factor = _EPOCH_FACTORS[epoch_unit]
     t = duck_type.upper()
     if t.startswith("TIMESTAMP") or t == "DATE":
