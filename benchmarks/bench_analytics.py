@@ -33,9 +33,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+from workload import HISTORY_SCHEMA, as_stored
 
 import tempomem as tm
-from tempomem.schema import EVENT_SCHEMA, SORT_KEYS
+from tempomem.schema import SORT_KEYS
 
 UTC = UTC
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -97,7 +98,7 @@ def _key_batch(rng: np.random.Generator, first: int, count: int) -> pa.Table:
         reason=pa.array(np.where(sup, "superseded by the next value", "wrong value")),
         revision=np.full(m, 2, np.int32),
     )
-    return pa.concat_tables([_as_events(first_rev), _as_events(second)])
+    return as_stored(pa.concat_tables([_as_events(first_rev), _as_events(second)]))
 
 
 def _as_events(cols: dict) -> pa.Table:
@@ -119,7 +120,7 @@ def _as_events(cols: dict) -> pa.Table:
         "artifacts": pa.array([[]] * n, pa.list_(pa.string())), "attributes": pa.nulls(n, pa.string()),
         "embedding": pa.nulls(n, pa.list_(pa.float32())), "link_type": pa.array(["entity"] * n),
         "weight": pa.array(np.ones(n)), "revision": pa.array(cols["revision"], pa.int32()),
-    }, schema=EVENT_SCHEMA)
+    }, schema=HISTORY_SCHEMA)
 
 
 def build_store(path: Path, revisions: int, seed: int, layout: str) -> tm.Memory:

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import duckdb
+from workload import HISTORY_SCHEMA, as_stored
 
 import tempomem as tm
-from tempomem.schema import EVENT_SCHEMA, SORT_KEYS
 
 PREDICATES = 5
 
@@ -53,7 +53,8 @@ def generate(path: Path, revisions: int) -> tm.Memory:
                []::VARCHAR[] AS artifacts, NULL::VARCHAR AS attributes, NULL::FLOAT[] AS embedding,
                'entity' AS link_type, 1.0 AS weight, revision::INTEGER AS revision
         FROM r
-    """).to_arrow_table().cast(EVENT_SCHEMA).sort_by(SORT_KEYS)
+    """).to_arrow_table().cast(HISTORY_SCHEMA)
+    table = as_stored(table)
     mem = tm.open(path, create=True)
     with mem._storage.writer_lock():
         mem._storage.append(table)

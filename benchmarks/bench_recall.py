@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from workload import HISTORY_SCHEMA, as_stored
 
 import tempomem as tm
-from tempomem.schema import EVENT_SCHEMA
 
 UTC = UTC
 DIM = 384
@@ -77,7 +77,7 @@ def _rows(start: int, n: int, rng: np.random.Generator, *, live_share: float, en
         "embedding": vectors, "link_type": pa.array(LINK_TYPES[rng.integers(0, 4, n)]),
         "weight": pa.array(rng.uniform(0.5, 1.0, n)), "revision": pa.array(np.ones(n, dtype=np.int32)),
     }
-    return pa.table(columns).cast(EVENT_SCHEMA)
+    return as_stored(pa.table(columns).cast(HISTORY_SCHEMA))
 
 
 def build(folder: Path, n: int, *, live_share: float, entities: int, with_vectors: bool, seed: int) -> tm.Memory:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tempomem as tm
@@ -49,6 +50,26 @@ CORRECTION_RATE = 0.2
 T0 = "2026-01-01"
 #: Rows per generated batch (a whole number of subjects each).
 _BATCH_REVISIONS = 1_000_000
+
+#: Columns of a generated revision row: the stored columns less those a fold derives.
+HISTORY_SCHEMA = pa.schema([f for f in EVENT_SCHEMA if f.name not in ("first_recorded_at", "folded", "folded_until")])
+
+
+def as_stored(history: pa.Table) -> pa.Table:
+    """Rows of complete fact histories (``HISTORY_SCHEMA``) as the store keeps them folded.
+
+    The same derivation as the store's fold (``revisions.sql``): first recorded time per fact
+    and each revision's belief end, so the generated store needs no fold before it is read.
+    """
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("history", history)
+    return con.sql("""
+        SELECT h.*, min(h.recorded_at) OVER (PARTITION BY h.fact_id) AS first_recorded_at, true AS folded,
+               lead(h.recorded_at) OVER (PARTITION BY h.fact_id ORDER BY h.revision) AS folded_until
+        FROM history AS h ORDER BY h.scope, h.subject, h.predicate, h.fact_id, h.revision
+    """).to_arrow_table().cast(EVENT_SCHEMA)
+
 
 # One batch of subjects [$lo, $hi): every revision row of their keys, in EVENT_SCHEMA order.
 # u(tag) is a uniform [0, 1) draw hashed from (subject, predicate, value, tag).
@@ -108,7 +129,10 @@ SELECT fact_id, 'default' AS scope, subject, predicate, 'v' || i || '-' || (hash
        make_timestamptz(sup_at) AS superseded_at, sup_by AS superseded_by, status, reason,
        'tool_verified' AS source, 0.9 AS confidence, 'backfill' AS origin, now() AS ingested_at,
        []::VARCHAR[] AS artifacts, NULL::VARCHAR AS attributes, NULL::FLOAT[] AS embedding,
-       'entity' AS link_type, 1.0 AS weight, CAST(revision AS INTEGER) AS revision
+       'entity' AS link_type, 1.0 AS weight, CAST(revision AS INTEGER) AS revision,
+       -- whole histories, so stored folded as a backfill writes them (revisions.sql)
+       make_timestamptz(rec) AS first_recorded_at, true AS folded,
+       make_timestamptz(lead(rec_at) OVER (PARTITION BY fact_id ORDER BY revision)) AS folded_until
 FROM r
 ORDER BY scope, subject, predicate, fact_id, revision
 """

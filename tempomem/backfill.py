@@ -783,7 +783,9 @@ revs AS (
                CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
                CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
                CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END
-                   AS reason)
+                   AS reason),
+           recorded_at AS first_recorded_at_,
+           CASE WHEN part = 0 AND retracted_at > recorded_at THEN retracted_at END AS folded_until_
     FROM derived
 )
 SELECT fact_id, scope_ AS scope, subject, predicate, object,
@@ -794,12 +796,18 @@ SELECT fact_id, scope_ AS scope, subject, predicate, object,
        CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
        coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
        coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
-       CAST({revision} AS INTEGER) AS revision
+       CAST({revision} AS INTEGER) AS revision,
+       {first_recorded_at} AS first_recorded_at, true AS folded, {folded_until} AS folded_until
 FROM revs
 ORDER BY scope, subject, predicate, fact_id, revision
 """
-_REVISION_BY_ROW = "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"
-_REVISION_ONE_ROW_PER_FACT = "1 + part"
+# How revision number, first recorded time and belief end are derived: over every row of a
+# fact when rows share a fact_id, from the row itself otherwise (no window to compute).
+_BY_ROW = {"revision": "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
+           "first_recorded_at": "min(recorded_at) OVER (PARTITION BY fact_id)",
+           "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"}
+_ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorded_at_",
+                     "folded_until": "folded_until_"}
 
 
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
@@ -815,13 +823,13 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
     # has one revision (two when retracted later).
     has_ids = has_fact_id and con.sql("SELECT count(*) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
-    revision = _REVISION_BY_ROW if has_ids else _REVISION_ONE_ROW_PER_FACT
+    derivation = _BY_ROW if has_ids else _ONE_ROW_PER_FACT
     last_api_us = _last_api_us(mem, con)
     storage = mem._storage
     target = storage.new_file_path()
     try:
         con.execute(
-            f"COPY ({_REVISIONS_SQL.format(revision=revision)}) TO $path "
+            f"COPY ({_REVISIONS_SQL.format(**derivation)}) TO $path "
             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
             {"origin": origin, "ingested_at": ingested_at, "path": str(target)},
         )

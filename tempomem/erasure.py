@@ -97,6 +97,10 @@ def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str
         embedding=pl.lit(None, pl.List(pl.Float32)),
         artifacts=pl.lit([], pl.List(pl.String)),
         status=pl.lit("erased"),
+        # The tombstone ends the belief of the row before it: with every revision of an erased
+        # fact unfolded, the revisions view derives that itself (revisions.sql).
+        folded=pl.lit(False),
+        folded_until=pl.lit(None, pl.Datetime("us", "UTC")),
     )
     kept = rows.filter(~erased).with_columns(reason=scrub)
     everything = pl.concat([kept, wiped]).sort(

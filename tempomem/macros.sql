@@ -1,10 +1,12 @@
 -- tempomem: the temporal logic, as DuckDB SQL.
 --
--- Load this file into any DuckDB session that already has a `revisions` table or view with
--- the columns of SPEC §4: one row per revision of a fact, `believed_until` being the next
--- revision's `recorded_at` (NULL while it is the current belief). tempomem's connect() does
--- exactly that over the Parquet files of a store, and nothing below depends on how `revisions`
--- was made.
+-- Load this file into any DuckDB session that already has the two views of SPEC §4:
+-- `revisions` (one row per revision of a fact, `believed_until` being the next revision's
+-- `recorded_at`, NULL while it is the current belief) and `facts` (each fact's latest
+-- revision, `recorded_at` being when the fact was first recorded). tempomem's connect() makes
+-- them over the Parquet files of a store (revisions.sql); nothing below depends on how. Over a
+-- plain `revisions` table, `facts` is its rows with `believed_until IS NULL`, `recorded_at`
+-- replaced by the fact's `min(recorded_at)`.
 --
 -- Conventions, everywhere:
 --   * every interval is half-open [lo, hi): lo is in it, hi is not;
@@ -76,37 +78,6 @@ CREATE OR REPLACE MACRO tm_allen(a_lo, a_hi, b_lo, b_hi) AS CASE
     ELSE
         CASE WHEN tm__cmp_ends(a_hi, b_hi) < 0 THEN 'during' ELSE 'overlapped_by' END
     END;
-
-
--- ============================================================================================
--- The facts view: each fact's latest revision, as currently believed
--- ============================================================================================
--- `recorded_at` here is when the store first learned the fact (its first revision), in
--- `revisions` it is when that revision became the belief. Every window is partitioned by the
--- whole key, so a filter on scope, subject or predicate is pushed down to the Parquet scan.
--- Columns are qualified in every view and macro: DuckDB 2 binds them with the parameters of
--- the calling table macro in scope, where `subject` would be ambiguous.
-
--- The latest revision is picked by a join with each fact's (max revision, first recorded_at),
--- computed on the key columns only, rather than by windows over whole rows: DuckDB then drops
--- the unused `believed_until` window and never sorts wide rows (3-4x faster for a snapshot of
--- all facts, the same answer; benchmarks/compare.py).
-CREATE OR REPLACE VIEW facts AS
-WITH latest AS (
-    SELECT l.scope, l.subject, l.predicate, l.fact_id,
-           max(l.revision) AS revision, arg_min(l.recorded_at, l.revision) AS first_recorded_at
-    FROM revisions AS l
-    GROUP BY l.scope, l.subject, l.predicate, l.fact_id
-)
-SELECT r.fact_id, r.scope, r.subject, r.predicate, r.object,
-       r.text, r.valid_from, r.valid_to, r.valid_from_inferred,
-       m.first_recorded_at AS recorded_at,
-       r.retracted_at, r.superseded_at, r.superseded_by, r.status, r.reason,
-       r.source, r.confidence, r.origin, r.ingested_at, r.artifacts,
-       r.attributes, r.embedding, r.link_type, r.weight
-FROM revisions AS r
-JOIN latest AS m ON m.scope = r.scope AND m.subject = r.subject AND m.predicate = r.predicate
-                AND m.fact_id = r.fact_id AND m.revision = r.revision;
 
 
 -- ============================================================================================
@@ -223,13 +194,14 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- `event_at` is when the event became the belief; for created and retracted rows the fact
 -- columns are the fact as of the event, with `recorded_at` = when the fact was first recorded.
 -- A NULL bound is open. `believed_until` is never read here, so any table of revision rows
--- will do as `source` (default `revisions`). tempomem passes its raw rows `_tm_events`: with no
+-- will do as `source` (default `revisions`; the storage columns of raw rows are left out). tempomem passes its raw rows `_tm_events`: with no
 -- window in between, the belief-time filter reaches the Parquet scan and skips row groups
 -- outside the window, so a one-week diff over millions of revisions reads a fraction of them.
 
 CREATE OR REPLACE MACRO memory_diff(from_at, to_at, source := 'revisions') AS TABLE
 WITH win AS (           -- the revisions that became a belief inside the window
-    SELECT COLUMNS(lambda c: c <> 'believed_until') FROM query_table(source) AS w
+    SELECT COLUMNS(lambda c: c NOT IN ('believed_until', 'first_recorded_at', 'folded', 'folded_until'))
+    FROM query_table(source) AS w
     WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
       AND w.status <> 'erased'
 ),

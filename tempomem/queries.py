@@ -90,10 +90,7 @@ def latest_states(con: duckdb.DuckDBPyConnection, *, subjects: list[str] | None 
         where = "subject IN (SELECT unnest($subjects)) AND predicate IN (SELECT unnest($predicates))"
         params = {"subjects": subjects or [], "predicates": predicates}
     rows = con.sql(
-        f"""SELECT * EXCLUDE (believed_until),
-                   min(recorded_at) OVER (PARTITION BY scope, subject, predicate, fact_id) AS first_recorded_at
-            FROM revisions WHERE {where}
-            QUALIFY believed_until IS NULL""",
+        f"SELECT * EXCLUDE (believed_until) FROM _tm_revisions WHERE {where} AND believed_until IS NULL",
         params=params,
     ).to_arrow_table().to_pylist()
     for row in rows:

@@ -1,16 +1,92 @@
 -- The `revisions` view over a store's raw revision rows (`_tm_events`, one row per revision
 -- as written to Parquet). A revision is the belief from its `recorded_at` until the next
--- revision of the same fact was recorded. The window is partitioned by the whole key so a
--- filter on scope, subject or predicate reaches the Parquet scan.
+-- revision of the same fact was recorded (`believed_until`, NULL while it is the belief).
+--
+-- Files are append-only, so a row cannot be updated when its successor arrives. Instead the
+-- store now and then *folds* itself (storage.py): it rewrites every row with `folded = true`
+-- and `folded_until` = its `believed_until` at that moment. Rows written since (`folded` not
+-- true) are few, and only they need a window:
+--   * a fresh row ends where the next fresh revision of its fact starts (lead());
+--   * a folded row ends at `folded_until`, or, when that is NULL (it was the belief at the
+--     fold), where the first fresh revision of its fact starts, if there is one.
+-- A fact's fresh revisions always come after its folded ones (a fold takes every row), so
+-- this is the same `believed_until` a window over all rows would give, without sorting them.
+-- Every row also carries `first_recorded_at`, so `facts` needs no aggregate either.
+--
 -- Every column is qualified: DuckDB 2 binds a view inside a table macro with the macro's
 -- parameters in scope, so an unqualified `subject` would clash with history(subject).
-CREATE OR REPLACE VIEW revisions AS
+
+-- Rows written since the last fold, with their belief end among themselves.
+CREATE OR REPLACE VIEW _tm_fresh AS
+SELECT e.*,
+       lead(e.recorded_at) OVER (
+           PARTITION BY e.scope, e.subject, e.predicate, e.fact_id ORDER BY e.revision
+       ) AS believed_until
+FROM _tm_events AS e
+WHERE e.folded IS NOT TRUE;
+
+-- When each fact's first fresh revision was recorded: the end of its last folded one.
+CREATE OR REPLACE VIEW _tm_fresh_starts AS
+SELECT s.scope, s.subject, s.predicate, s.fact_id, min(s.recorded_at) AS recorded_at
+FROM _tm_events AS s
+WHERE s.folded IS NOT TRUE
+GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
+
+-- Every revision with its belief end, and the first recorded time of its fact.
+CREATE OR REPLACE VIEW _tm_revisions AS
 SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
        e.text, e.valid_from, e.valid_to, e.valid_from_inferred, e.recorded_at,
        e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
        e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
        e.attributes, e.embedding, e.link_type, e.weight, e.revision,
-       lead(e.recorded_at) OVER (
-           PARTITION BY e.scope, e.subject, e.predicate, e.fact_id ORDER BY e.revision
-       ) AS believed_until
-FROM _tm_events AS e;
+       coalesce(e.folded_until, s.recorded_at) AS believed_until, e.first_recorded_at
+FROM _tm_events AS e
+LEFT JOIN _tm_fresh_starts AS s
+       ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
+      AND s.fact_id = e.fact_id AND e.folded_until IS NULL
+WHERE e.folded IS TRUE
+UNION ALL
+SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
+       f.text, f.valid_from, f.valid_to, f.valid_from_inferred, f.recorded_at,
+       f.retracted_at, f.superseded_at, f.superseded_by, f.status, f.reason,
+       f.source, f.confidence, f.origin, f.ingested_at, f.artifacts,
+       f.attributes, f.embedding, f.link_type, f.weight, f.revision,
+       f.believed_until, f.first_recorded_at
+FROM _tm_fresh AS f;
+
+-- SPEC §4: the facts columns, `revision` and `believed_until`.
+CREATE OR REPLACE VIEW revisions AS
+SELECT r.* EXCLUDE (first_recorded_at) FROM _tm_revisions AS r;
+
+-- `facts` (SPEC §4): each fact's latest revision, with `recorded_at` = when the fact was first
+-- recorded. The latest revision is the one still believed (`believed_until` NULL); spelled
+-- out per part so that the folded rows are a plain filtered scan with an anti-join against the
+-- (few) facts revised since the fold.
+CREATE OR REPLACE VIEW facts AS
+SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
+       e.text, e.valid_from, e.valid_to, e.valid_from_inferred,
+       e.first_recorded_at AS recorded_at,
+       e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
+       e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
+       e.attributes, e.embedding, e.link_type, e.weight
+FROM _tm_events AS e
+WHERE e.folded IS TRUE AND e.folded_until IS NULL
+  AND NOT EXISTS (SELECT 1 FROM _tm_fresh_starts AS s
+                  WHERE s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
+                    AND s.fact_id = e.fact_id)
+UNION ALL
+SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
+       f.text, f.valid_from, f.valid_to, f.valid_from_inferred,
+       f.first_recorded_at AS recorded_at,
+       f.retracted_at, f.superseded_at, f.superseded_by, f.status, f.reason,
+       f.source, f.confidence, f.origin, f.ingested_at, f.artifacts,
+       f.attributes, f.embedding, f.link_type, f.weight
+FROM _tm_fresh AS f
+WHERE f.believed_until IS NULL;
+
+-- The rows of a fold (storage.py): every revision with its belief end stored, in the stored
+-- column order. After a fold no row is fresh and no read needs a window.
+CREATE OR REPLACE VIEW _tm_folded AS
+SELECT r.* EXCLUDE (believed_until, first_recorded_at), r.first_recorded_at,
+       true AS folded, r.believed_until AS folded_until
+FROM _tm_revisions AS r;

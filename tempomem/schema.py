@@ -1,7 +1,8 @@
 """The shape of stored facts: the Arrow schema of a revision row and the ``tm.Fact`` record.
 
-A store holds one Parquet row per *revision* of a fact (SPEC §4). The ``revisions`` view adds
-``believed_until``; the ``facts`` view keeps each fact's latest revision.
+A store holds one Parquet row per *revision* of a fact (SPEC §4). Besides the ``facts``
+columns and ``revision``, a stored row carries three columns the views derive belief time from
+(``revisions.sql`` explains them): ``first_recorded_at``, ``folded`` and ``folded_until``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -45,8 +46,12 @@ FACT_FIELDS: list[pa.Field] = [
 ]
 FACT_COLUMNS: list[str] = [f.name for f in FACT_FIELDS]
 
-#: A stored row: the fact columns plus the revision number.
-EVENT_SCHEMA = pa.schema([*FACT_FIELDS, pa.field("revision", pa.int32())])
+#: A stored row: the fact columns, the revision number, and what belief time is derived from:
+#: when the fact was first recorded (written with every revision, so ``facts`` needs no
+#: aggregate), and, for rows rewritten by a fold, the row's ``believed_until`` as it stood then.
+EVENT_SCHEMA = pa.schema([*FACT_FIELDS, pa.field("revision", pa.int32()),
+                          pa.field("first_recorded_at", _TS), pa.field("folded", pa.bool_()),
+                          pa.field("folded_until", _TS)])
 EVENT_COLUMNS: list[str] = EVENT_SCHEMA.names
 
 #: Columns that may be written to Delta file statistics. Subject, object, text and

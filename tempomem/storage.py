@@ -17,6 +17,7 @@ import fcntl
 import json
 import multiprocessing
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from .errors import TempomemError
-from .schema import EVENT_SCHEMA, STATS_COLUMNS
+from .schema import EVENT_SCHEMA, SORT_KEYS, STATS_COLUMNS
 
 T = TypeVar("T")
 
@@ -41,6 +42,10 @@ _SMALL_FILE_BYTES = 16 * 1024 * 1024
 #: Files a compaction replaced are deleted once older than this; readers that listed them
 #: just before the compaction can still finish.
 _VACUUM_RETENTION_HOURS = 1
+#: A compaction folds the table once rows written since the last fold are 1/8 of it or more.
+_FOLD_WHEN_FRESH_SHARE = 8
+#: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
+_FOLD_MEMORY = "2GB"
 
 
 @dataclass(frozen=True)
@@ -142,14 +147,21 @@ def _op_append(path: str, table: pa.Table) -> int:
     return dt.version()
 
 
-def _op_add_files(path: str, entries: list[tuple[str, int, int, str]]) -> int:
-    """Commit Parquet files already written in the table folder as one append transaction."""
+def _op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str) -> int:
+    """Commit Parquet files already written in the table folder as one transaction.
+
+    ``mode="overwrite"`` (a fold) also removes every file of the previous version; those are
+    deleted from disk once older than the retention, so readers that listed them can finish.
+    """
     from deltalake.transaction import AddAction
 
     dt = _table(path)
     dt.update_incremental()
     actions = [AddAction(name, size, {}, mtime_ms, True, stats) for name, size, mtime_ms, stats in entries]
-    dt.create_write_transaction(actions, mode="append", schema=EVENT_SCHEMA)
+    dt.create_write_transaction(actions, mode=mode, schema=EVENT_SCHEMA)
+    if mode == "overwrite":
+        dt.update_incremental()  # the transaction does not move this handle's snapshot
+        _vacuum(dt)
     return dt.version()
 
 
@@ -197,10 +209,14 @@ def _op_compact(path: str) -> int:
     dt = _table(path)
     dt.update_incremental()
     dt.optimize.compact(writer_properties=_writer_properties())
+    _vacuum(dt)
+    return dt.version()
+
+
+def _vacuum(dt: Any) -> None:
     # full=True also deletes files the log never referenced (left by a writer killed between
     # writing its Parquet file and committing it) once they are older than the retention.
     dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
-    return dt.version()
 
 
 def _op_overwrite(path: str, table: pa.Table) -> int:
@@ -228,6 +244,18 @@ def _op_set_embeddings(path: str, table: pa.Table) -> int:
        .when_matched_update(updates={"embedding": "s.embedding"})
        .execute())
     return dt.version()
+
+
+def _fresh_rows(files: tuple[str, ...]) -> tuple[int, int]:
+    """(rows written since the last fold, all rows) of a version's files: one column read."""
+    import duckdb
+
+    if not files:
+        return 0, 0
+    with duckdb.connect() as con:
+        found = con.sql("SELECT count(*) FILTER (WHERE folded IS NOT TRUE), count(*) FROM read_parquet($files)",
+                        params={"files": list(files)}).fetchall()
+    return found[0][0], found[0][1]
 
 
 # -- the store directory ----------------------------------------------------------------------
@@ -313,13 +341,20 @@ class Storage:
 
         return self.path / f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
 
-    def add_files(self, files: list[Path]) -> int:
+    def add_files(self, files: list[Path], *, replace_all: bool = False) -> int:
         """Commit Parquet files (``EVENT_SCHEMA`` columns, written in the table folder by someone
         else, e.g. DuckDB's COPY) as one atomic append; returns the new version.
 
         Their Delta statistics come from the Parquet footers (``STATS_COLUMNS`` only). Until the
         commit the files are invisible to readers; if the commit does not happen they are deleted.
+        ``replace_all=True`` makes them the table's only files (a fold).
         """
+        version = self._commit_files(files, "overwrite" if replace_all else "append")
+        if not replace_all:
+            self.compact_if_needed()
+        return version
+
+    def _commit_files(self, files: list[Path], mode: str) -> int:
         before = self.latest_version()
         try:
             entries = []
@@ -327,14 +362,12 @@ class Storage:
                 info = file.stat()
                 entries.append((file.relative_to(self.path).as_posix(), info.st_size,
                                 info.st_mtime_ns // 1_000_000, parquet_stats(file)))
-            version = _run(_op_add_files, self._uri, entries)
+            return _run(_op_add_files, self._uri, entries, mode)
         except BaseException:
             if self.latest_version() == before:
                 for file in files:
                     file.unlink(missing_ok=True)
             raise
-        self.compact_if_needed()
-        return version
 
     def overwrite(self, table: pa.Table) -> int:
         """Replace every row in one commit and delete the replaced files from disk."""
@@ -353,13 +386,51 @@ class Storage:
         return version
 
     def compact_if_needed(self) -> bool:
-        """Merge small files once enough have piled up; answers never change."""
+        """Merge small files once enough have piled up; answers never change.
+
+        Called by writers, under the writer lock. When the rows written since the last fold
+        are a large share of the table (so that reads spend time deriving their belief ends),
+        the merge is a fold (:meth:`fold`); otherwise Delta's bin-packing merges the small
+        files only, which costs little however large the table is.
+        """
         snap = self.snapshot()
         small = sum(1 for f in snap.files if os.path.getsize(f) < _SMALL_FILE_BYTES)
         if small < _SMALL_FILES_BEFORE_COMPACTION:
             return False
-        _run(_op_compact, self._uri)
+        fresh, total = _fresh_rows(snap.files)
+        if fresh * _FOLD_WHEN_FRESH_SHARE >= total:
+            self.fold()
+        else:
+            _run(_op_compact, self._uri)
         return True
+
+    def fold(self) -> int:
+        """Rewrite every row with its belief end stored (``folded``), sorted, in one commit.
+
+        Reads then derive belief time without a window over the table (``revisions.sql``).
+        No answer changes: the rows are the ``_tm_folded`` view of the current version. Call
+        it under the writer lock; returns the new version.
+        """
+        from .connection import bind_files, new_connection
+
+        snap = self.snapshot()
+        con = new_connection()
+        with tempfile.TemporaryDirectory(prefix="tempomem-fold-") as spill:
+            con.execute("SET memory_limit = $limit", {"limit": _FOLD_MEMORY})
+            con.execute("SET temp_directory = $dir", {"dir": spill})
+            bind_files(con, snap.files, first=True)
+            target = self.new_file_path()
+            order = ", ".join(name for name, _ in SORT_KEYS)
+            try:
+                con.execute(f"COPY (SELECT * FROM _tm_folded ORDER BY {order}) TO $path "
+                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
+                            {"path": str(target)})
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
+            finally:
+                con.close()
+        return self._commit_files([target], "overwrite")
 
     def referenced_files(self) -> set[str]:
         """Every data file any retained log entry or checkpoint has ever added."""

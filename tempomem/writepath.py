@@ -340,8 +340,9 @@ class Batch:
         for fact_id in self.touched:
             state = self.states[fact_id]
             state["ingested_at"] = ingested_at
-            row = {k: v for k, v in state.items() if not k.startswith("_") and k != "first_recorded_at"}
+            row = {k: v for k, v in state.items() if not k.startswith("_")}
             row["revision"] = (state["_stored_revision"] or 0) + 1
+            row["folded"] = False
             row["recorded_at"] = self.commit_time
             row["ingested_at"] = ingested_at
             out.append(row)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import duckdb
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tempomem.connection import new_connection, sql_file
-from tempomem.schema import EVENT_SCHEMA
+from tempomem.schema import FACT_FIELDS
 
 INF = float("inf")
 
@@ -16,9 +17,10 @@ INF = float("inf")
 @pytest.fixture(scope="module")
 def con() -> duckdb.DuckDBPyConnection:
     c = new_connection()
-    # the macro file needs a `revisions` table to exist; an empty one will do
-    c.register("_empty", EVENT_SCHEMA.empty_table())
-    c.execute("CREATE TABLE revisions AS SELECT *, NULL::TIMESTAMPTZ AS believed_until FROM _empty")
+    # the macro file needs the `revisions` and `facts` tables to exist; empty ones will do
+    c.register("_empty", pa.schema(FACT_FIELDS).empty_table())
+    c.execute("CREATE TABLE facts AS SELECT * FROM _empty")
+    c.execute("CREATE TABLE revisions AS SELECT *, 1 AS revision, NULL::TIMESTAMPTZ AS believed_until FROM _empty")
     c.execute(sql_file("macros.sql"))
     return c
 

@@ -153,12 +153,16 @@ def test_sql_views_and_macros(mem, moved):
 
 
 def test_macro_file_loads_into_a_plain_duckdb_session(mem, moved):
-    """The .sql file needs nothing but a `revisions` table."""
+    """The .sql file needs a `revisions` table and `facts` made from it as its header says."""
     revisions = mem.connect().sql("SELECT * FROM revisions").to_arrow_table()
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.register("revisions_arrow", revisions)
     con.execute("CREATE TABLE revisions AS SELECT * FROM revisions_arrow")
+    con.execute("""CREATE VIEW facts AS
+                   SELECT * EXCLUDE (revision, believed_until)
+                          REPLACE (min(recorded_at) OVER (PARTITION BY fact_id) AS recorded_at)
+                   FROM revisions QUALIFY believed_until IS NULL""")
     con.execute(sql_file("macros.sql"))
     assert con.sql("SELECT object FROM as_of(TIMESTAMPTZ '2025-01-01')").fetchall() == [("Berlin",)]
     assert con.sql("SELECT object FROM as_believed('2025-01-01', '2025-06-01')").fetchall() == [("Helsinki",)]

@@ -1,0 +1,101 @@
+"""Folding: stored belief ends (revisions.sql, Storage.fold) never change an answer.
+
+Every check compares the `revisions` and `facts` views with the plain definition of SPEC §4
+computed by a window over the raw rows, before and after folds, with facts revised on both
+sides of a fold.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from conftest import ts
+
+import tempomem as tm
+from tempomem import storage as storage_module
+
+_PLAIN_REVISIONS = """
+SELECT * EXCLUDE (first_recorded_at, folded, folded_until),
+       lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY revision) AS believed_until
+FROM _tm_events ORDER BY fact_id, revision
+"""
+_PLAIN_FACTS = """
+SELECT * EXCLUDE (revision, believed_until) REPLACE (min(recorded_at) OVER (PARTITION BY fact_id) AS recorded_at)
+FROM (""" + _PLAIN_REVISIONS + """) QUALIFY believed_until IS NULL ORDER BY fact_id
+"""
+
+
+def _same_as_plain_definition(mem: tm.Memory) -> None:
+    con = mem._connection()
+    plain = con.sql(_PLAIN_REVISIONS).pl()
+    assert con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(plain)
+    assert con.sql("SELECT * FROM facts ORDER BY fact_id").pl().equals(con.sql(_PLAIN_FACTS).pl())
+
+
+def _folded_share(mem: tm.Memory) -> tuple[int, int]:
+    rows = mem._connection().sql("SELECT count(*) FILTER (WHERE folded), count(*) FROM _tm_events").fetchall()
+    return rows[0]
+
+
+def test_views_equal_the_plain_definition_across_folds(mem: tm.Memory, clock) -> None:
+    clock.set("2026-01-01")
+    a = mem.assert_fact("ada", "city", "Helsinki", valid_from="2020")
+    clock.set("2026-02-01")
+    mem.assert_fact("ada", "city", "Berlin", valid_from="2025")          # closes Helsinki: rev 2
+    mem.assert_fact("bob", "city", "Oslo", valid_from="2021")
+    _same_as_plain_definition(mem)
+    assert _folded_share(mem) == (0, 4)
+
+    mem._storage.fold()
+    assert _folded_share(mem) == (4, 4)
+    _same_as_plain_definition(mem)
+
+    # Revisions after the fold: Helsinki's folded latest revision is followed by a fresh one.
+    clock.set("2026-03-01")
+    mem.correct(a.fact_id, reason="she never lived there")               # Helsinki rev 3
+    clock.set("2026-04-01")
+    berlin = mem.as_of("2025-06", "ada")["fact_id"][0]
+    mem.invalidate(berlin, at="2026-03-15", reason="moved")              # Berlin rev 2
+    mem.assert_fact("cy", "city", "Rome")
+    _same_as_plain_definition(mem)
+    hel = mem.timeline("ada").filter(pl.col("fact_id") == a.fact_id).sort("revision")
+    assert hel.select("revision", "recorded_at", "believed_until", "status").rows() == [
+        (1, ts("2026-01-01"), ts("2026-02-01"), "live"),
+        (2, ts("2026-02-01"), ts("2026-03-01"), "superseded"),
+        (3, ts("2026-03-01"), None, "retracted")]
+    # What was believed at each belief time is unchanged by the fold.
+    assert mem.as_believed("2022", believed_at="2026-02-15", subject="ada")["object"].to_list() == ["Helsinki"]
+    assert mem.as_believed("2022", believed_at="2026-03-15", subject="ada")["object"].to_list() == []
+    assert mem.history("ada").select("object", "recorded_at", "status").rows() == [
+        ("Helsinki", ts("2026-01-01"), "retracted"), ("Berlin", ts("2026-02-01"), "ended")]
+
+    mem._storage.fold()
+    assert _folded_share(mem) == (7, 7)
+    _same_as_plain_definition(mem)
+    assert mem.check().ok
+
+
+def test_erasure_after_a_fold_keeps_the_other_answers(mem: tm.Memory, clock) -> None:
+    clock.set("2026-01-01")
+    mem.assert_fact("ada", "city", "Helsinki", valid_from="2020")
+    mem.assert_fact("bob", "city", "Oslo", valid_from="2021")
+    clock.set("2026-02-01")
+    mem.assert_fact("ada", "city", "Berlin", valid_from="2025")
+    mem._storage.fold()
+    clock.set("2026-03-01")
+    mem.forget("ada", reason="erasure request")
+    _same_as_plain_definition(mem)
+    assert mem.as_of("2025-06")["object"].to_list() == ["Oslo"]
+    assert mem.check().ok
+
+
+def test_compaction_folds_once_fresh_rows_are_a_large_share(mem: tm.Memory, clock, monkeypatch) -> None:
+    monkeypatch.setattr(storage_module, "_SMALL_FILES_BEFORE_COMPACTION", 4)
+    clock.set("2026-01-01")
+    for i in range(4):
+        clock.advance(hours=1)
+        mem.assert_fact("ada", "city", f"city-{i}")                       # each closes the one before
+    # the fourth commit made four small files of fresh rows: the compaction was a fold
+    assert len(mem._storage.snapshot().files) == 1
+    assert _folded_share(mem) == (7, 7)
+    _same_as_plain_definition(mem)
+    assert mem.current("ada")["object"].to_list() == ["city-3"]
