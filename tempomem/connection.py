@@ -22,6 +22,15 @@ def new_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep DuckDB's own progress bar out of a private connection's work (it would print into
+    the CLI's output); Jupyter without ipywidgets refuses the setting, then nothing prints."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
+
+
 #: Whether a data file holds rows written since a fold, by path: files are never rewritten in
 #: place (a new version writes new files), so the answer never changes.
 _HAS_FRESH_ROWS: dict[str, bool] = {}
