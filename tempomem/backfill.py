@@ -314,7 +314,7 @@ def _dicts_to_arrow(rows: list[Any]) -> pa.Table:
         values = [r.get(name) for r in rows]
         try:
             arrays[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # OverflowError: an int beyond 64 bits
             arrays[name] = pa.array([None if v is None else v.isoformat() if isinstance(v, datetime) else str(v)
                                      for v in values], pa.string())
     return pa.table(arrays) if names else pa.table({"__row": pa.array([], pa.int64())})

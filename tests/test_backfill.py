@@ -584,3 +584,10 @@ def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -
     assert len(mem._storage.snapshot().files) < 34  # compacted
     got = revs(mem).select("subject", "object", "recorded_at", "revision").rows()
     assert got == [(f"s{i:02d}", f"v{i}", ts(f"2025-01-01T00:00:{i:02d}Z"), 1) for i in range(34)]
+
+
+def test_an_integer_beyond_64_bits_in_dicts_is_a_rejected_row(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a", retracted_at=2**63), row("b")])
+    assert report.loaded == 1
+    assert report.rejected.rows() == [
+        (0, "retracted_at", "9223372036854775808", "cannot read 9223372036854775808 as a time")]
