@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .erasure import hash_subject
 from .errors import TempomemError
 from .queries import frame
@@ -102,7 +103,7 @@ def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Ite
         names = names + [hash_subject(salt, n) for n in names]
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
     with mem._lock:
-        events = frame(mem._connection(), _DIFF_QUERY, params)
+        events = frame(analytics_connection(mem), _DIFF_QUERY, params)
     events = events.sort(_ORDER, nulls_last=True)
     return MemoryDiff(**{
         bucket: events.filter(pl.col("bucket") == bucket).select(columns)

@@ -201,29 +201,7 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- inside the window, and a subject had a fact before the window iff one of its revisions was
 -- believed at `from_at`. So every read of `source` is a filter on `recorded_at` and
 -- `believed_until`, no join over all earlier revisions. tempomem passes `_tm_belief_rows`
--- (below), the `revisions` rows spelled so that those filters reach the Parquet scan.
-
--- The rows of `revisions` (plus `first_recorded_at`), in three parts: folded rows whose belief
--- end the fold stored or that are still the belief (a scan, so filters on `believed_until` =
--- `folded_until` reach the Parquet reader; the join only tells the two apart), folded rows that were the belief at the fold and have been revised since
--- (ended by their fact's first fresh revision), and rows written since the fold (`_tm_fresh`,
--- revisions.sql). The same rows and belief ends as `_tm_revisions`.
-CREATE OR REPLACE VIEW _tm_belief_rows AS
-SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
-       e.folded_until AS believed_until, e.first_recorded_at
-FROM _tm_events AS e
-LEFT JOIN _tm_fresh_starts AS s
-       ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate AND s.fact_id = e.fact_id
-WHERE e.folded IS TRUE AND (e.folded_until IS NOT NULL OR s.fact_id IS NULL)
-UNION ALL BY NAME
-SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
-       s.recorded_at AS believed_until, e.first_recorded_at
-FROM _tm_events AS e
-JOIN _tm_fresh_starts AS s
-  ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate AND s.fact_id = e.fact_id
-WHERE e.folded IS TRUE AND e.folded_until IS NULL
-UNION ALL BY NAME
-SELECT f.* EXCLUDE (folded, folded_until) FROM _tm_fresh AS f;
+-- (belief_rows.sql), the `revisions` rows spelled so that those filters reach the Parquet scan.
 
 CREATE OR REPLACE MACRO memory_diff(from_at, to_at, source := 'revisions') AS TABLE
 WITH win AS (           -- the revisions that became a belief inside the window
@@ -308,9 +286,9 @@ born AS (               -- subjects of new facts in the window not known to be o
                         -- in the window that follows one recorded before it proves the opposite
     SELECT s.scope, s.subject, min(s.recorded_at) AS recorded_at
     FROM step AS s
-    WHERE s.is_new
-      AND NOT EXISTS (SELECT 1 FROM step AS o
-                      WHERE o.scope = s.scope AND o.subject = s.subject AND o.p_before)
+    LEFT JOIN (SELECT DISTINCT o.scope, o.subject FROM step AS o WHERE o.p_before) AS k
+           ON k.scope = s.scope AND k.subject = s.subject
+    WHERE s.is_new AND k.subject IS NULL
     GROUP BY s.scope, s.subject
 ),
 new_entities AS (       -- those with no fact recorded before the window (usually a few rows to check)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .inputs import ROW, registered
 from .queries import frame
 
@@ -89,11 +90,17 @@ FROM joined AS j
 # Generated probes: one per fact recorded after its (known) start, halfway between its start
 # and its recording, about its start; one per retraction, halfway through the belief window
 # [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
+# The facts are the rows of `facts`: each fact's latest revision (read as the still-believed
+# rows of `_tm_belief_rows`, a filtered scan) with `recorded_at` = when it was first recorded.
 _GENERATED = """
+WITH f AS (
+    SELECT r.* EXCLUDE (recorded_at), r.first_recorded_at AS recorded_at
+    FROM _tm_belief_rows AS r WHERE r.believed_until IS NULL
+)
 SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
        f.valid_from AS valid_at,
        f.valid_from + to_microseconds((epoch_us(f.recorded_at) - epoch_us(f.valid_from)) // 2) AS believed_at
-FROM facts AS f
+FROM f
 WHERE f.status NOT IN ('retracted', 'erased') AND f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
   AND f.recorded_at > f.valid_from AND NOT tm_is_empty(f.valid_from, f.valid_to)
 UNION ALL
@@ -102,7 +109,7 @@ SELECT 'retraction:' || g.fact_id, g.scope, g.subject, g.predicate,
 FROM (
     SELECT f.*,
            f.recorded_at + to_microseconds((epoch_us(f.retracted_at) - epoch_us(f.recorded_at)) // 2) AS believed_at
-    FROM facts AS f
+    FROM f
     WHERE f.status = 'retracted' AND f.retracted_at > f.recorded_at AND NOT tm_is_empty(f.valid_from, f.valid_to)
 ) AS g
 ORDER BY probe_id
@@ -116,7 +123,7 @@ def generate(mem: Memory) -> pl.DataFrame:
     ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
     """
     with mem._lock:
-        return frame(mem._connection(), _GENERATED)
+        return frame(analytics_connection(mem), _GENERATED)
 
 
 def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
@@ -133,7 +140,7 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     """
     if probes is None:
         probes = generate(mem)
-    with mem._lock, registered(mem._connection(), probes, field="probes", name="_tm_probes",
+    with mem._lock, registered(analytics_connection(mem), probes, field="probes", name="_tm_probes",
                                required=("subject", "predicate", "valid_at", "believed_at"),
                                times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .errors import TempomemError
 from .inputs import ROW, registered
 from .probes import ANSWERS_SQL
@@ -103,7 +104,7 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
         order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
     )
     with mem._lock:
-        out = frame(mem._connection(), query, {"limit_us": limit_us})
+        out = frame(analytics_connection(mem), query, {"limit_us": limit_us})
     return out.with_columns(pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max"))
 
 
@@ -167,7 +168,7 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
     >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
     """
-    with mem._lock, registered(mem._connection(), decisions, field="decisions", name="_tm_decisions",
+    with mem._lock, registered(analytics_connection(mem), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
         con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
+from tempomem.analytics import analytics_connection
 from tempomem.diff import CHANGED_COLUMNS
 from tempomem.schema import FACT_COLUMNS
 
@@ -194,8 +195,8 @@ _EVENTS = {  # the macro's rows, comparable across sources
 
 def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
     """mem.diff's source and the macro over a plain `revisions` table give the same rows."""
-    con = mem.connect()
-    con.execute("CREATE TEMP TABLE plain AS SELECT * FROM revisions")
+    con = analytics_connection(mem)
+    con.execute("CREATE OR REPLACE TEMP TABLE plain AS SELECT * FROM revisions")
     # the rows mem.diff reads are `revisions` with its belief ends, split three ways
     assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_belief_rows ORDER BY fact_id, revision").pl() \
         .equals(con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl())
