@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from . import queries
 from .errors import BackfillError, TempomemError
-from .schema import LINK_TYPES
+from .schema import EVENT_SCHEMA, LINK_TYPES
 from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
 from .times import MICROSECOND, UTC, system_clock
 
@@ -368,9 +368,10 @@ def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
         return f"CAST(try(make_timestamp(CAST(round(CAST({col} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ)"
     if t == "VARCHAR":
         s = f"trim({col})"
-        # The common case (a full ISO string) is one cast; the patterns only see what it refused.
+        # The common case (a full ISO string) is one cast of the text as it is; trim() copies
+        # the text, so it and the patterns only see the values that cast refused.
         return (
-            f"coalesce(TRY_CAST({s} AS TIMESTAMPTZ), "
+            f"coalesce(TRY_CAST({col} AS TIMESTAMPTZ), TRY_CAST({s} AS TIMESTAMPTZ), "
             f"CASE WHEN regexp_full_match({s}, '[0-9]{{4}}') THEN TRY_CAST({s} || '-01-01' AS TIMESTAMPTZ) "
             f"WHEN regexp_full_match({s}, '[0-9]{{4}}-[0-9]{{2}}') THEN TRY_CAST({s} || '-01' AS TIMESTAMPTZ) "
             f"WHEN regexp_full_match({s}, '-?[0-9]{{7,}}([.][0-9]*)?') THEN CAST(try(make_timestamp("
@@ -380,10 +381,16 @@ def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
     return "CAST(NULL AS TIMESTAMPTZ)"
 
 
+def _blank_sql(col: str) -> str:
+    """SQL: text ``col`` is empty or only spaces (what trim() removes); trim() copies the
+    text, so it only runs on the rare values that start with a space."""
+    return f"({col} = '' OR (starts_with({col}, ' ') AND trim({col}) = ''))"
+
+
 def _text_sql(col: str, duck_type: str) -> str:
     """A column as text, NULL when empty or blank (a blank subject is a missing one)."""
     return f"nullif(trim(CAST({col} AS VARCHAR)), '')" if duck_type != "VARCHAR" else \
-        f"CASE WHEN trim({col}) = '' THEN NULL ELSE {col} END"
+        f"CASE WHEN {_blank_sql(col)} THEN NULL ELSE {col} END"
 
 
 def _list_sql(col: str, duck_type: str, element: str) -> str:
@@ -458,7 +465,7 @@ class _Loader:
         if name not in self.columns:
             return "false"
         if self.columns[name] == "VARCHAR":
-            return f"coalesce(trim(_src_{name}) <> '', false)"
+            return f"coalesce(NOT {_blank_sql(f'_src_{name}')}, false)"
         return f"(_src_{name} IS NOT NULL)"
 
     @staticmethod
@@ -473,9 +480,14 @@ class _Loader:
         for i, name in enumerate(extra):
             params[f"attr{i}"] = name
             pieces += [f"$attr{i}", _quote(name)]
-        # merge_patch onto {} drops the keys whose value is null (a row without that field).
-        extra_json = (f"nullif(CAST(json_merge_patch('{{}}', json_object({', '.join(pieces)})) AS VARCHAR), '{{}}')"
-                      if extra else None)
+        # merge_patch onto {} drops the keys whose value is null (a row without that field). It
+        # parses and rewrites the object, so it only runs on rows where some field is null.
+        extra_json = None
+        if extra:
+            every = " AND ".join(f"{_quote(name)} IS NOT NULL" for name in extra)
+            extra_json = (f"CASE WHEN {every} THEN CAST(json_object({', '.join(pieces)}) AS VARCHAR) "
+                          f"ELSE nullif(CAST(json_merge_patch('{{}}', json_object({', '.join(pieces)})) AS VARCHAR), "
+                          "'{}') END")
         given = None
         if "attributes" in self.columns:
             t = self.columns["attributes"]
@@ -581,6 +593,7 @@ class _Loader:
         # time the view is read (uuid() would differ between reads).
         con.execute("CREATE TEMP TABLE _bf_const AS SELECT CAST($nonce AS BIGINT) AS nonce",
                     {"nonce": secrets.randbits(59)})
+        con.execute(_FACT_ID_MACRO)
         con.execute("CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_checked WHERE _h IS NOT NULL "
                     "GROUP BY _h HAVING count(*) > 1")
         con.execute(_MERGED_SQL)
@@ -602,7 +615,7 @@ class _Loader:
         multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
         con.execute(_COUNTS_SQL, {
             "now": self.now, "share": SHARED_SHARE, "min_rows": SHARED_MIN_ROWS, "multi": multi,
-            "check_overlaps": not resolve,
+            "check_overlaps": not resolve, "deciles": [i / 10 for i in range(11)],
         })
         con.execute(_FLAGS_SQL)
         ok, loaded, fixed, fact_rejects = con.sql(
@@ -633,13 +646,12 @@ FROM (SELECT min(__row) AS __row, {_ROW_VALUES}, flatten(list(coalesce(artifacts
 """
 
 # The loadable rows before fact-level checks. An end before its start keeps the end and moves
-# the start back to it; a row without fact_id gets one that sorts by recorded_at.
+# the start back to it. ``fact_id`` stays as given (NULL when none): a generated id is made
+# only where it is needed (_bf_fact_id), so that the write can sort the rows before it.
 _CANDIDATES_SQL = f"""
 CREATE TEMP VIEW _bf_candidates AS
-SELECT * EXCLUDE (nonce) REPLACE (
+SELECT * REPLACE (
            CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
-           coalesce(fact_id, format('{{:014x}}{{:015x}}', greatest(epoch_us(recorded_at), 0), nonce + __row))
-               AS fact_id,
            coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
                AS valid_from_inferred),
        coalesce(valid_to < valid_from, false) AS _fixed,
@@ -649,6 +661,16 @@ FROM (SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_checked
       UNION ALL
       SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_merged) k
 CROSS JOIN _bf_const
+"""
+
+# A row's fact id: the given one, else 29 hex digits, 14 of recorded_at in µs (clamped to
+# 0 .. 2^56 - 1) and 15 of (nonce + row): unique in the load, the write path's length, and in
+# the order of (recorded_at, row). One hex conversion of a 117-bit number whose leading 1 is
+# dropped (fixed width without lpad; about half the cost of format()).
+_FACT_ID_MACRO = """
+CREATE TEMP MACRO _bf_fact_id(given, recorded_at, row_, nonce) AS
+coalesce(given, lower(substr(to_hex((CAST(1 AS HUGEINT) << 116)
+    + (CAST(least(greatest(epoch_us(recorded_at), 0), 72057594037927935) AS HUGEINT) << 60) + nonce + row_), 2)))
 """
 
 # Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
@@ -661,7 +683,7 @@ WITH ordered AS (
            first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates) r
+    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates WHERE fact_id IS NOT NULL) r
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
 )
 SELECT __row, 'fact_id', fact_id,
@@ -694,16 +716,25 @@ WITH checked AS (
 ),
 loaded AS (
     SELECT count(*) AS loaded, count(*) FILTER (WHERE _fixed) AS fixed, min(__row) FILTER (WHERE _fixed) AS fixed_row,
-           count(*) FILTER (WHERE _no_start) AS no_start_n, min(__row) FILTER (WHERE _no_start) AS no_start_row
+           count(*) FILTER (WHERE _no_start) AS no_start_n, min(__row) FILTER (WHERE _no_start) AS no_start_row,
+           -- Candidates for an instant shared by more than a fifth of the rows: such an instant
+           -- fills a run of more than n/5 of the n values sorted, and runs that long always
+           -- hold one of the 11 values at the deciles (consecutive deciles are at most n/10 + 1
+           -- apart, less than n/5 once n >= 10; a flag needs 100 rows). The deciles are a
+           -- selection, not a sort or a group per instant; the candidates are counted exactly.
+           quantile_disc(valid_from, $deciles) FILTER (WHERE valid_from IS NOT NULL AND NOT _fixed) AS from_candidates,
+           quantile_disc(recorded_at, $deciles) AS recorded_candidates
     FROM _bf_rows
 ),
 shared_from AS (
-    SELECT valid_from AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
-    WHERE valid_from IS NOT NULL AND NOT _fixed GROUP BY valid_from ORDER BY c DESC, t LIMIT 1
+    SELECT r.valid_from AS t, count(*) AS c, min(r.__row) AS example FROM _bf_rows r
+    WHERE list_contains((SELECT l.from_candidates FROM loaded l), r.valid_from) AND NOT r._fixed
+    GROUP BY r.valid_from ORDER BY c DESC, t LIMIT 1
 ),
 shared_recorded AS (
-    SELECT recorded_at AS t, count(*) AS c, min(__row) AS example FROM _bf_rows
-    GROUP BY recorded_at ORDER BY c DESC, t LIMIT 1
+    SELECT r.recorded_at AS t, count(*) AS c, min(r.__row) AS example FROM _bf_rows r
+    WHERE list_contains((SELECT l.recorded_candidates FROM loaded l), r.recorded_at)
+    GROUP BY r.recorded_at ORDER BY c DESC, t LIMIT 1
 ),
 -- Single-valued keys with more than one value in this load, then their revisions with belief
 -- intervals, for the overlap test (the same rule as check()). Keys and values are grouped by
@@ -715,9 +746,11 @@ multi_keys AS (
     GROUP BY kh HAVING min(hash(object)) <> max(hash(object))
 ),
 revs AS (
-    SELECT r.__row, r.fact_id, coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
+    SELECT r.__row, _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
+           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
            r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-           lead(r.recorded_at) OVER (PARTITION BY r.fact_id ORDER BY r.recorded_at) AS next_recorded_at
+           lead(r.recorded_at) OVER (PARTITION BY _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
+                                     ORDER BY r.recorded_at) AS next_recorded_at
     FROM _bf_rows r
     WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM multi_keys k)
 ),
@@ -744,7 +777,7 @@ shared AS (
            (SELECT example FROM shared_recorded) AS recorded_row
     FROM loaded
 )
-SELECT * FROM checked, loaded, overlapping, shared
+SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, overlapping, shared
 """
 _FLAGS_SQL = """
 CREATE TEMP TABLE _bf_flags AS
@@ -766,9 +799,13 @@ FROM _bf_counts
 
 # One revision per row from recorded_at; a row retracted later also gives a retracted revision
 # at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
+# The rows are sorted by the store's SORT_KEYS while they are narrow: the wide columns that
+# only depend on the row (a generated fact id, the default text, the constants) are computed
+# after the sort, so the sort neither carries nor spills them.
 _REVISIONS_SQL = """
 WITH derived AS (
-    SELECT r.*, coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
+    SELECT r.* REPLACE ({early_fact_id} AS fact_id),
+           coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
            CASE WHEN r.status IN ('live', 'ended', 'superseded') THEN r.status
                 WHEN r.superseded_by IS NOT NULL THEN 'superseded'
                 WHEN r.valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status,
@@ -787,8 +824,16 @@ revs AS (
            recorded_at AS first_recorded_at_,
            CASE WHEN part = 0 AND retracted_at > recorded_at THEN retracted_at END AS folded_until_
     FROM derived
+),
+numbered AS (
+    SELECT *, CAST({revision} AS INTEGER) AS revision_, {first_recorded_at} AS first_recorded_at__,
+           {folded_until} AS folded_until__
+    FROM revs
+),
+sorted AS (
+    SELECT * FROM numbered ORDER BY scope_, subject, predicate, {fact_order}, revision_
 )
-SELECT fact_id, scope_ AS scope, subject, predicate, object,
+SELECT {late_fact_id} AS fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
        valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at,
        coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at,
@@ -796,10 +841,9 @@ SELECT fact_id, scope_ AS scope, subject, predicate, object,
        CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
        coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
        coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
-       CAST({revision} AS INTEGER) AS revision,
-       {first_recorded_at} AS first_recorded_at, true AS folded, {folded_until} AS folded_until
-FROM revs
-ORDER BY scope, subject, predicate, fact_id, revision
+       revision_ AS revision, first_recorded_at__ AS first_recorded_at, true AS folded,
+       folded_until__ AS folded_until
+FROM sorted
 """
 # How revision number, first recorded time and belief end are derived: over every row of a
 # fact when rows share a fact_id, from the row itself otherwise (no window to compute).
@@ -808,32 +852,50 @@ _BY_ROW = {"revision": "row_number() OVER (PARTITION BY fact_id ORDER BY recorde
            "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"}
 _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorded_at_",
                      "folded_until": "folded_until_"}
+# Where the fact id is made and what the sort compares. With ids in the input, the id (given
+# or generated) is a sort key, so it is made first. Without, every id is generated and sorts
+# like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers and
+# the id string is made after it.
+_GIVEN_IDS = {"early_fact_id": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
+              "fact_order": "fact_id", "late_fact_id": "fact_id"}
+_GENERATED_IDS = {"early_fact_id": "r.fact_id",
+                  "fact_order": "least(greatest(epoch_us(first_recorded_at_), 0), 72057594037927935), __row",
+                  "late_fact_id": "_bf_fact_id(NULL, first_recorded_at_, __row, nonce)"}
+
+#: Columns the Parquet writer dictionary-encodes (few distinct values in practice) and the
+#: columns it keeps min/max statistics for (those a reader filters on; not the free text).
+_DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "source", "origin", "link_type"]
+_STATISTICS_COLUMNS = [c for c in EVENT_SCHEMA.names if c not in ("text", "attributes", "artifacts", "embedding")]
 
 
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
                     ingested_at: datetime, notify: Progress) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
-    DuckDB writes them itself (COPY, sorted by the store's SORT_KEYS, in the store's row-group
-    size, so that point queries prune row groups) into one Parquet file in the table folder, and that file is committed
-    in one transaction (:meth:`Storage.add_files`): no row passes through Python.
+    DuckDB computes them sorted by the store's SORT_KEYS; they stream out as Arrow batches of
+    the store's row-group size (so that point queries prune row groups) into one Parquet file
+    in the table folder, which is committed in one transaction (:meth:`Storage.add_files`).
+    No row becomes a Python object: Arrow's Parquet writer encodes each batch (it encodes
+    these columns in about half the CPU time DuckDB's COPY takes).
     """
     if loaded == 0:
         return 0
     # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
     # has one revision (two when retracted later).
-    has_ids = has_fact_id and con.sql("SELECT count(*) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
-    derivation = _BY_ROW if has_ids else _ONE_ROW_PER_FACT
+    has_ids = has_fact_id and con.sql(
+        "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
+    derivation = {**(_BY_ROW if has_ids else _ONE_ROW_PER_FACT), **(_GIVEN_IDS if has_fact_id else _GENERATED_IDS)}
     last_api_us = _last_api_us(mem, con)
     storage = mem._storage
     target = storage.new_file_path()
+    written = 0
     try:
-        con.execute(
-            f"COPY ({_REVISIONS_SQL.format(**derivation)}) TO $path "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
-            {"origin": origin, "ingested_at": ingested_at, "path": str(target)},
-        )
-        written = pq.ParquetFile(target).metadata.num_rows
+        rows = con.sql(_REVISIONS_SQL.format(**derivation), params={"origin": origin, "ingested_at": ingested_at})
+        with pq.ParquetWriter(target, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
+                              write_statistics=_STATISTICS_COLUMNS) as out:
+            for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
+                out.write_batch(batch.cast(EVENT_SCHEMA), row_group_size=_ROW_GROUP_ROWS)
+                written += batch.num_rows
     except BaseException:
         target.unlink(missing_ok=True)
         raise

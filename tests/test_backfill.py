@@ -213,6 +213,61 @@ def test_shared_instants_need_twenty_percent_and_a_hundred_rows(mem: tm.Memory) 
     assert report.flag_count("shared_recorded_at") == 0
 
 
+def _times(prefix: str, n: int) -> list[str]:
+    """n distinct instants from ``prefix`` (a date), a second apart."""
+    return [f"{prefix}T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z" for i in range(n)]
+
+
+def test_a_shared_instant_is_found_wherever_it_sits_and_counted_exactly(mem: tm.Memory) -> None:
+    # 500 rows. recorded_at: 150 rows (the last ones of the input, in the middle of the sorted
+    # times) share 2025-03-03 and 110 share 2025-02-02: both over a fifth, the larger is the
+    # flag. valid_from: 100 rows share 2024-01-01 (exactly a fifth: no flag); 107 of the last
+    # rows give 2024-06-06, but 6 of those end before they start, so they are fixed spans and
+    # their start moves: 101 rows share it.
+    jan, may = _times("2025-01-01", 120), _times("2025-05-01", 120)
+    a = [row(f"a{i}", recorded_at=jan[i], valid_from="2024-01-01" if i < 100 else _times("2023-01-01", 120)[i])
+         for i in range(120)]
+    b = [row(f"b{i}", recorded_at=may[i], valid_from=_times("2022-01-01", 120)[i]) for i in range(120)]
+    c = [row(f"c{i}", recorded_at="2025-02-02", valid_from=_times("2021-01-01", 110)[i]) for i in range(110)]
+    d = [row(f"d{i}", recorded_at="2025-03-03", valid_from="2024-06-06" if i < 107 else _times("2019-01-01", 150)[i],
+             valid_to="2020-01-01" if i < 6 else None) for i in range(150)]
+    report = mem.backfill(a + b + c + d)
+    assert (report.loaded, report.fixed) == (500, 6)
+    assert report.flags.filter(pl.col("flag").str.starts_with("shared")).sort("flag").rows() == [
+        ("shared_recorded_at", 150, 350), ("shared_valid_from", 101, 356)]
+    # One of those rows starting at another time leaves 100 of 500 at 2024-06-06, like
+    # 2024-01-01: exactly a fifth, not more, so no flag.
+    moved = [*d[:106], {**d[106], "valid_from": "2018-01-01"}, *d[107:]]
+    fewer = tm.open(mem.path.parent / "fewer", create=True).backfill(a + b + c + moved)
+    assert fewer.flag_count("shared_valid_from") == 0 and fewer.flag_count("shared_recorded_at") == 150
+
+
+def test_backfilled_rows_are_stored_in_sort_key_order_with_generated_ids(mem: tm.Memory, tmp_path: Path) -> None:
+    mem.backfill([row("zed", "z1", recorded_at="2025-01-05"), row("amy", "a2", recorded_at="2025-02-01"),
+                  row("bob", "b1", recorded_at="2025-01-03", retracted_at="2025-03-01"),
+                  row("amy", "a1", recorded_at="2025-01-01"), row("amy", "a0", recorded_at="2025-02-01", scope="work")])
+    (file,) = mem._storage.snapshot().files
+    stored = pl.read_parquet(file)
+    assert stored.select("scope", "subject", "object", "revision").rows() == [
+        ("default", "amy", "a1", 1), ("default", "amy", "a2", 1), ("default", "bob", "b1", 1),
+        ("default", "bob", "b1", 2), ("default", "zed", "z1", 1), ("work", "amy", "a0", 1)]
+    # A generated id: 29 lowercase hex digits, the first 14 its recorded_at in µs.
+    for fact_id, first in stored.select("fact_id", "first_recorded_at").rows():
+        assert len(fact_id) == 29 and fact_id == fact_id.lower() and int(fact_id, 16) >= 0
+        assert fact_id[:14] == f"{int(first.timestamp() * 1_000_000):014x}"
+    assert stored["fact_id"].n_unique() == 5
+    # Given ids sort as text, generated ones ("0…" for these times) among them.
+    given = tm.open(tmp_path / "given", create=True)
+    given.backfill([row("amy", "x", fact_id="f-b"), row("amy", "y"),
+                    row("amy", "z", fact_id="f-a", recorded_at="2025-03-01"),
+                    row("amy", "z", fact_id="f-a", recorded_at="2025-02-01"), row("abe", "w", fact_id="f-c")])
+    (file,) = given._storage.snapshot().files
+    assert pl.read_parquet(file).select("subject", "object", "fact_id", "revision").rows()[1:] == [
+        ("amy", "y", pl.read_parquet(file)["fact_id"][1], 1), ("amy", "z", "f-a", 1), ("amy", "z", "f-a", 2),
+        ("amy", "x", "f-b", 1)]
+    assert pl.read_parquet(file)["subject"][0] == "abe"
+
+
 def test_overlapping_values_follow_predicate_arity(mem: tm.Memory) -> None:
     rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
             row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
