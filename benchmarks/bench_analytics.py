@@ -9,8 +9,8 @@ after a lag drawn log-uniformly from 1 s to 3 weeks (every value but the last cl
 successor: two revisions), and the last value of a quarter of the keys retracted (5% of
 facts). By default the rows are committed in belief-time order, 500k per commit, as a
 store that grew by appends (``--layout key`` commits them key-major instead). Each helper
-runs ``--runs`` times (median reported; divergence also reports its first, cold run, which
-builds the connection's in-memory slim index of revisions). Its baseline is the same
+runs ``--runs`` times (median reported; divergence also reports its first, cold run: the
+Parquet metadata is not cached yet). Its baseline is the same
 question answered by a straightforward Python loop over the same rows already in memory as
 Python tuples (loading them is not timed, in the baseline's favour); a loop over all rows
 would take minutes, so it runs on a random sample of keys or probes and is extrapolated

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .erasure import hash_subject
 from .errors import TempomemError
 from .queries import frame
@@ -41,12 +42,13 @@ _BUCKET_COLUMNS = {
 # Key filters on the macro's rows; entity buckets have no predicate, so a predicate filter
 # leaves them alone. Forgotten subjects are stored hashed: the caller's names are hashed too.
 _DIFF_QUERY = """
-SELECT * FROM memory_diff($from_at, $to_at, source := '_tm_events') AS d
+SELECT * FROM memory_diff($from_at, $to_at, source := '_tm_belief_rows') AS d
 WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
   AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
        OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
-ORDER BY d.event_at, d.bucket, d.fact_id, d.before_fact_id, d.subject
 """
+# Rows of a bucket in event order (sorted in Polars: DuckDB would sort the wide rows).
+_ORDER = ["event_at", "fact_id", "before_fact_id", "subject"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Ite
         names = names + [hash_subject(salt, n) for n in names]
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
     with mem._lock:
-        events = frame(mem._connection(), _DIFF_QUERY, params)
+        events = frame(analytics_connection(mem), _DIFF_QUERY, params)
+    events = events.sort(_ORDER, nulls_last=True)
     return MemoryDiff(**{
         bucket: events.filter(pl.col("bucket") == bucket).select(columns)
         for bucket, columns in _BUCKET_COLUMNS.items()

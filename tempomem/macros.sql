@@ -193,10 +193,15 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- are gone from every belief time, so only their erasure is reported.
 -- `event_at` is when the event became the belief; for created and retracted rows the fact
 -- columns are the fact as of the event, with `recorded_at` = when the fact was first recorded.
--- A NULL bound is open. `believed_until` is never read here, so any table of revision rows
--- will do as `source` (default `revisions`; the storage columns of raw rows are left out). tempomem passes its raw rows `_tm_events`: with no
--- window in between, the belief-time filter reaches the Parquet scan and skips row groups
--- outside the window, so a one-week diff over millions of revisions reads a fraction of them.
+-- A NULL bound is open.
+--
+-- `source` is any table of revision rows with `believed_until` (default `revisions`; other
+-- storage columns are left out). The belief ends are what keep it to the window: the revision
+-- that a revision in the window follows is the one whose belief ended when it began, i.e.
+-- inside the window, and a subject had a fact before the window iff one of its revisions was
+-- believed at `from_at`. So every read of `source` is a filter on `recorded_at` and
+-- `believed_until`, no join over all earlier revisions. tempomem passes `_tm_belief_rows`
+-- (belief_rows.sql), the `revisions` rows spelled so that those filters reach the Parquet scan.
 
 CREATE OR REPLACE MACRO memory_diff(from_at, to_at, source := 'revisions') AS TABLE
 WITH win AS (           -- the revisions that became a belief inside the window
@@ -205,13 +210,12 @@ WITH win AS (           -- the revisions that became a belief inside the window
     WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), w.recorded_at)
       AND w.status <> 'erased'
 ),
-prev AS (               -- the revisions those follow: recorded before the window ends (so the
-                        -- scan skips later files), of facts with a revision in the window
+prev AS (               -- the revisions those follow: whose belief ended inside the window
     SELECT q.fact_id, q.revision, q.object, q.valid_from, q.valid_to, q.retracted_at,
-           q.superseded_by, q.superseded_at, q.status
+           q.superseded_by, q.superseded_at, q.status, q.recorded_at
     FROM query_table(source) AS q
     WHERE tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), q.recorded_at)
-      AND q.fact_id IN (SELECT w.fact_id FROM win AS w WHERE w.revision > 1)
+      AND tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), q.believed_until)
 ),
 step AS (               -- each of them next to the revision it follows (NULL for a new fact)
     SELECT w.*,
@@ -223,7 +227,8 @@ step AS (               -- each of them next to the revision it follows (NULL fo
            p.fact_id IS NOT NULL
                AND (p.valid_from IS DISTINCT FROM w.valid_from OR p.valid_to IS DISTINCT FROM w.valid_to
                     OR p.status IS DISTINCT FROM w.status) AS is_move,
-           p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to
+           p.object AS p_object, p.valid_from AS p_valid_from, p.valid_to AS p_valid_to,
+           p.recorded_at < CAST(from_at AS TIMESTAMPTZ) AND p.status <> 'erased' AS p_before
     FROM win AS w LEFT JOIN prev AS p ON p.fact_id = w.fact_id AND p.revision = w.revision - 1
 ),
 -- (a): an existing fact closed by, or retracted for, a fact born in the same commit. A
@@ -246,44 +251,52 @@ first_seen AS (         -- when each fact of a created or retracted row was firs
     WHERE f.revision = 1 AND f.fact_id IN (SELECT s.fact_id FROM step AS s WHERE s.is_retraction)
       AND tm_contains(NULL, CAST(to_at AS TIMESTAMPTZ), f.recorded_at)
 ),
+born_rows AS (          -- each new fact, next to the fact it closed or retracted if it did
+    SELECT s.*, q.before_fact_id, q.before_object, q.before_valid_from, q.before_valid_to, q.closing_reason
+    FROM step AS s LEFT JOIN pairs AS q ON q.new_fact_id = s.fact_id
+    WHERE s.is_new
+),
+later_rows AS (         -- later revisions that moved or retracted a fact, but not as half of a pair
+    SELECT s.*
+    FROM step AS s LEFT JOIN pairs AS q ON q.before_fact_id = s.fact_id AND q.closing_revision = s.revision
+    WHERE (s.is_move OR s.is_retraction) AND q.before_fact_id IS NULL
+),
 events AS (
-    SELECT 'created' AS bucket, s.recorded_at AS event_at, s.*
-           EXCLUDE (is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
-           NULL::VARCHAR AS before_fact_id, NULL::VARCHAR AS before_object,
-           NULL::TIMESTAMPTZ AS before_valid_from, NULL::TIMESTAMPTZ AS before_valid_to
-    FROM step AS s
-    WHERE s.is_new AND s.fact_id NOT IN (SELECT q.new_fact_id FROM pairs AS q)
+    SELECT CASE WHEN b.before_fact_id IS NULL THEN 'created' ELSE 'changed' END AS bucket,
+           b.recorded_at AS event_at,
+           b.* EXCLUDE (reason, closing_reason, is_new, is_retraction, is_closing, is_move,
+                        p_object, p_valid_from, p_valid_to, p_before),
+           CASE WHEN b.before_fact_id IS NULL THEN b.reason ELSE b.closing_reason END AS reason
+    FROM born_rows AS b
     UNION ALL BY NAME
     SELECT 'changed' AS bucket, s.recorded_at AS event_at, s.*
-           EXCLUDE (reason, is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
-           q.closing_reason AS reason,
-           q.before_fact_id, q.before_object, q.before_valid_from, q.before_valid_to
-    FROM pairs AS q JOIN step AS s ON s.fact_id = q.new_fact_id AND s.is_new
-    UNION ALL BY NAME
-    SELECT 'changed' AS bucket, s.recorded_at AS event_at, s.*
-           EXCLUDE (is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           EXCLUDE (is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to, p_before),
            s.fact_id AS before_fact_id, s.p_object AS before_object,
            s.p_valid_from AS before_valid_from, s.p_valid_to AS before_valid_to
-    FROM step AS s
-    WHERE s.is_move AND NOT s.is_retraction
-      AND (s.fact_id, s.revision) NOT IN (SELECT (q.before_fact_id, q.closing_revision) FROM pairs AS q)
+    FROM later_rows AS s
+    WHERE NOT s.is_retraction
     UNION ALL BY NAME
     SELECT 'retracted' AS bucket, s.recorded_at AS event_at, s.*
-           EXCLUDE (recorded_at, is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to),
+           EXCLUDE (recorded_at, is_new, is_retraction, is_closing, is_move, p_object, p_valid_from, p_valid_to, p_before),
            fs.recorded_at
-    FROM step AS s JOIN first_seen AS fs ON fs.fact_id = s.fact_id
+    FROM later_rows AS s JOIN first_seen AS fs ON fs.fact_id = s.fact_id
     WHERE s.is_retraction
-      AND (s.fact_id, s.revision) NOT IN (SELECT (q.before_fact_id, q.closing_revision) FROM pairs AS q)
 ),
-new_entities AS (       -- subjects of new facts in the window with nothing recorded before it
-    SELECT 'new_entities' AS bucket, min(s.recorded_at) AS event_at, s.scope, s.subject,
-           min(s.recorded_at) AS recorded_at
+born AS (               -- subjects of new facts in the window not known to be older: a revision
+                        -- in the window that follows one recorded before it proves the opposite
+    SELECT s.scope, s.subject, min(s.recorded_at) AS recorded_at
     FROM step AS s
-    WHERE s.is_new
-      AND NOT EXISTS (SELECT 1 FROM query_table(source) AS o
-                      WHERE o.scope = s.scope AND o.subject = s.subject AND o.status <> 'erased'
-                        AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ))
+    LEFT JOIN (SELECT DISTINCT o.scope, o.subject FROM step AS o WHERE o.p_before) AS k
+           ON k.scope = s.scope AND k.subject = s.subject
+    WHERE s.is_new AND k.subject IS NULL
     GROUP BY s.scope, s.subject
+),
+new_entities AS (       -- those with no fact recorded before the window (usually a few rows to check)
+    SELECT 'new_entities' AS bucket, b.recorded_at AS event_at, b.scope, b.subject, b.recorded_at
+    FROM born AS b
+    WHERE NOT EXISTS (SELECT 1 FROM query_table(source) AS o
+                      WHERE o.scope = b.scope AND o.subject = b.subject AND o.status <> 'erased'
+                        AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ))
 ),
 tombstones AS (         -- the last revision of each erased fact of a forgotten (hashed) subject
     SELECT t.scope, t.subject, t.recorded_at, t.reason, t.ingested_at FROM query_table(source) AS t

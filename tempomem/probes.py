@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .inputs import ROW, registered
 from .queries import frame
-from .recall import prepared_connection
 
 if TYPE_CHECKING:
     from .store import Memory
@@ -25,44 +25,46 @@ KINDS = ("same", "not_yet_known", "corrected", "learned_late")
 
 # The answers to each probe of the table `_tm_probes` (_tm_row, scope, subject, predicate,
 # valid_at, believed_at), shared with the decision audit. Probes with no scope (or a NULL one)
-# match every scope. A revision answers `as_believed` when it was the belief at believed_at,
-# not retracted, not erased and valid at valid_at; it answers `as_of` when it is the fact's
-# latest revision and the fact is neither retracted nor erased. `_tm_index` is the slim copy of
-# `revisions` that the store's connection keeps in memory between commits (see recall.py), so
-# a batch of probes does not recompute every revision's belief interval.
+# match every scope. A revision valid at valid_at answers `as_believed` when it was the belief
+# at believed_at, not retracted and not erased; it answers `as_of` when it is the fact's latest
+# revision and the fact is neither retracted nor erased. A believed value counts as corrected
+# when its fact's latest revision is a retraction. One interval join of the probes against the
+# revision rows with their belief ends (`_tm_belief_rows`, macros.sql: a filtered scan of a
+# folded store, no window and no in-memory copy).
 ANSWERS_SQL = """
-WITH hits AS (
-    SELECT p._tm_row, r.fact_id, r.object, r.source,
-           tm_contains(r.recorded_at, r.believed_until, p.believed_at)
-               AND r.retracted_at IS NULL AND r.status <> 'erased'
-               AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS believed,
-           r.believed_until IS NULL AND r.status NOT IN ('retracted', 'erased')
-               AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
-           r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
-    FROM _tm_probes AS p
-    JOIN _tm_index AS r
-      ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
+WITH hits AS (         -- the revisions of each probe's key that answer it or were retracted
+    SELECT h.* FROM (
+        SELECT p._tm_row, r.fact_id, r.object, r.source,
+               tm_contains(r.recorded_at, r.believed_until, p.believed_at) AND r.retracted_at IS NULL
+                   AND r.status <> 'erased' AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS believed,
+               r.believed_until IS NULL AND r.status NOT IN ('retracted', 'erased')
+                   AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
+               r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
+        FROM _tm_probes AS p
+        JOIN _tm_belief_rows AS r
+          ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
+    ) AS h
+    WHERE h.believed OR h.known OR h.retracted_now
 ),
-answers AS (
+marked AS (             -- a believed value is corrected when its fact's latest revision is a retraction
+    SELECT h.*, x._tm_row IS NOT NULL AS corrected
+    FROM hits AS h
+    LEFT JOIN (SELECT k._tm_row, k.fact_id FROM hits AS k WHERE k.retracted_now) AS x
+           ON x._tm_row = h._tm_row AND x.fact_id = h.fact_id AND h.believed
+    WHERE h.believed OR h.known
+),
+believed_then AS (      -- per probe: the values known and believed, those later retracted, sources
     SELECT h._tm_row,
            list_sort(list_distinct(list(h.object) FILTER (WHERE h.known))) AS known_objects,
            list_sort(list_distinct(list(h.object) FILTER (WHERE h.believed))) AS believed_objects,
-           list({'fact_id': h.fact_id, 'object': h.object}) FILTER (WHERE h.believed) AS believed_facts,
-           list(h.fact_id) FILTER (WHERE h.retracted_now) AS retracted_ids,
-           -- a believed revision that is no longer the known one is what made the belief wrong:
+           list(h.object) FILTER (WHERE h.corrected) AS believed_retracted_objects,
+           -- a believed value that is no longer the known one is what made the belief wrong:
            -- its source is the one to blame, before any value that is still true
-           arg_min(h.source, struct_pack(still_known := h.known, object := h.object))
-               FILTER (WHERE h.believed) AS believed_source,
+           coalesce(arg_min(h.source, h.object) FILTER (WHERE h.believed AND NOT h.known),
+                    arg_min(h.source, h.object) FILTER (WHERE h.believed AND h.known)) AS believed_source,
            arg_min(h.source, h.object) FILTER (WHERE h.known) AS known_source
-    FROM hits AS h
-    WHERE h.believed OR h.known OR h.retracted_now
+    FROM marked AS h
     GROUP BY h._tm_row
-),
-believed_then AS (      -- the believed values, and those of them that were later retracted
-    SELECT a.*,
-           list_transform(list_filter(a.believed_facts, lambda b: list_contains(a.retracted_ids, b.fact_id)),
-                          lambda b: b.object) AS believed_retracted_objects
-    FROM answers AS a
 )
 """
 
@@ -83,17 +85,22 @@ SELECT j._tm_row, j.source, j.as_of_object, j.as_believed_object,
             WHEN j.was_retracted THEN 'corrected'
             ELSE 'learned_late' END AS kind
 FROM joined AS j
-ORDER BY j._tm_row
 """
 
 # Generated probes: one per fact recorded after its (known) start, halfway between its start
 # and its recording, about its start; one per retraction, halfway through the belief window
 # [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
+# The facts are the rows of `facts`: each fact's latest revision (read as the still-believed
+# rows of `_tm_belief_rows`, a filtered scan) with `recorded_at` = when it was first recorded.
 _GENERATED = """
+WITH f AS (
+    SELECT r.* EXCLUDE (recorded_at), r.first_recorded_at AS recorded_at
+    FROM _tm_belief_rows AS r WHERE r.believed_until IS NULL
+)
 SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
        f.valid_from AS valid_at,
        f.valid_from + to_microseconds((epoch_us(f.recorded_at) - epoch_us(f.valid_from)) // 2) AS believed_at
-FROM facts AS f
+FROM f
 WHERE f.status NOT IN ('retracted', 'erased') AND f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
   AND f.recorded_at > f.valid_from AND NOT tm_is_empty(f.valid_from, f.valid_to)
 UNION ALL
@@ -102,7 +109,7 @@ SELECT 'retraction:' || g.fact_id, g.scope, g.subject, g.predicate,
 FROM (
     SELECT f.*,
            f.recorded_at + to_microseconds((epoch_us(f.retracted_at) - epoch_us(f.recorded_at)) // 2) AS believed_at
-    FROM facts AS f
+    FROM f
     WHERE f.status = 'retracted' AND f.retracted_at > f.recorded_at AND NOT tm_is_empty(f.valid_from, f.valid_to)
 ) AS g
 ORDER BY probe_id
@@ -116,7 +123,7 @@ def generate(mem: Memory) -> pl.DataFrame:
     ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
     """
     with mem._lock:
-        return frame(mem._connection(), _GENERATED)
+        return frame(analytics_connection(mem), _GENERATED)
 
 
 def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
@@ -133,7 +140,7 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     """
     if probes is None:
         probes = generate(mem)
-    with mem._lock, registered(prepared_connection(mem), probes, field="probes", name="_tm_probes",
+    with mem._lock, registered(analytics_connection(mem), probes, field="probes", name="_tm_probes",
                                required=("subject", "predicate", "valid_at", "believed_at"),
                                times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .analytics import analytics_connection
 from .errors import TempomemError
 from .inputs import ROW, registered
 from .probes import ANSWERS_SQL
 from .queries import frame
-from .recall import prepared_connection
 from .schema import FACT_COLUMNS
 
 if TYPE_CHECKING:
@@ -49,48 +49,35 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 
 # -- ingestion lag -----------------------------------------------------------------------------
 
-# One row per believed fact, read from the raw rows without the per-fact window of `facts`:
-# a fact's first revision holds its first `recorded_at` and, on the write path, its start, which
-# only ever changes from unknown (or inferred) to a given one when a duplicate fills it; those
-# few facts take the latest given start. Facts ever retracted or erased are left out.
-_LAG = """
-WITH unsure AS (
-    SELECT u.fact_id FROM _tm_events AS u
-    WHERE u.revision = 1 AND (u.valid_from IS NULL OR u.valid_from_inferred)
-),
-filled AS (
-    SELECT l.fact_id, arg_max(l.valid_from, l.revision) AS valid_from FROM _tm_events AS l
-    WHERE l.revision > 1 AND l.valid_from IS NOT NULL AND NOT l.valid_from_inferred
-      AND l.fact_id IN (SELECT u.fact_id FROM unsure AS u)
-    GROUP BY l.fact_id
-),
-starts AS (
-    SELECT {groups}, f.recorded_at,
-           coalesce(fl.valid_from, CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS known_start
-    FROM _tm_events AS f LEFT JOIN filled AS fl ON fl.fact_id = f.fact_id
-    WHERE f.revision = 1
-      AND f.fact_id NOT IN (SELECT g.fact_id FROM _tm_events AS g WHERE g.status IN ('retracted', 'erased'))
-)
-SELECT s.* EXCLUDE (recorded_at, known_start),
-       epoch_us(s.recorded_at) - epoch_us(s.known_start) AS lag_us
-FROM starts AS s
-"""
-
-
-# quantile_disc is the nearest-rank percentile: the ceil(q·n)-th smallest value (checked
-# against a direct implementation for n = 1..1000 in the tests).
+# One row per fact of `facts` (each fact's latest revision, with the time it was first
+# recorded) that is not retracted or erased: the `_tm_belief_rows` rows that are still believed
+# (macros.sql), a filtered scan of a folded store. quantile_disc is the nearest-rank percentile,
+# the ceil(q·n)-th smallest value (checked against a direct implementation for n = 1..1000 in
+# the tests); one call with the three fractions sorts each group once.
 _LAG_REPORT = """
-SELECT {keys}
-       count(l.lag_us) AS count,
-       quantile_disc(l.lag_us, 0.50) AS p50,
-       quantile_disc(l.lag_us, 0.90) AS p90,
-       quantile_disc(l.lag_us, 0.99) AS p99,
-       max(l.lag_us) AS max,
-       CASE WHEN count(l.lag_us) > 0
-            THEN count(*) FILTER (WHERE l.lag_us > $limit_us) / count(l.lag_us) END AS share_over_threshold,
-       count(*) - count(l.lag_us) AS inferred
-FROM ({lags}) AS l
-{group_by}
+WITH lags AS (
+    SELECT {groups},
+           epoch_us(f.first_recorded_at)
+               - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
+    FROM _tm_belief_rows AS f
+    WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
+),
+report AS (
+    SELECT {keys}
+           count(l.lag_us) AS count,
+           quantile_disc(l.lag_us, [0.50, 0.90, 0.99]) AS percentiles,
+           max(l.lag_us) AS max,
+           CASE WHEN count(l.lag_us) > 0
+                THEN count(*) FILTER (WHERE l.lag_us > $limit_us) / count(l.lag_us) END AS share_over_threshold,
+           count(*) - count(l.lag_us) AS inferred
+    FROM lags AS l
+    {group_by}
+)
+SELECT r.* EXCLUDE (percentiles, max, share_over_threshold, inferred),
+       r.percentiles[1] AS p50, r.percentiles[2] AS p90, r.percentiles[3] AS p99,
+       r.max, r.share_over_threshold, r.inferred
+FROM report AS r
+{order_by}
 """
 
 
@@ -112,12 +99,12 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
     # the group names are checked against LAG_GROUPS above: fixed identifiers, never user text
     query = _LAG_REPORT.format(
         keys="".join(f"l.{g}, " for g in groups),
-        lags=_LAG.format(groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all"),
-        group_by=("GROUP BY " + ", ".join(f"l.{g}" for g in groups)
-                  + " ORDER BY " + ", ".join(f"l.{g} NULLS LAST" for g in groups)) if groups else "",
+        groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all",
+        group_by=("GROUP BY " + ", ".join(f"l.{g}" for g in groups)) if groups else "",
+        order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
     )
     with mem._lock:
-        out = frame(mem._connection(), query, {"limit_us": limit_us})
+        out = frame(analytics_connection(mem), query, {"limit_us": limit_us})
     return out.with_columns(pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max"))
 
 
@@ -166,7 +153,6 @@ SELECT d._tm_row,
             WHEN NOT coalesce(list_contains(a.known_objects, d.object_used), false) THEN 'stale'
             ELSE 'ok' END AS verdict
 FROM _tm_decisions AS d LEFT JOIN believed_then AS a ON a._tm_row = d._tm_row
-ORDER BY d._tm_row
 """
 
 
@@ -182,7 +168,7 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
     >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
     """
-    with mem._lock, registered(prepared_connection(mem), decisions, field="decisions", name="_tm_decisions",
+    with mem._lock, registered(analytics_connection(mem), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
         con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
+from tempomem.analytics import analytics_connection
 from tempomem.diff import CHANGED_COLUMNS
 from tempomem.schema import FACT_COLUMNS
 
@@ -182,3 +183,98 @@ def test_adjacent_windows_concatenate_to_their_union(tmp_path_factory, ops, cuts
     changed_a = whole["changed"].filter(pl.col("before_fact_id") != pl.col("after_fact_id"))
     assert whole["created"].height + changed_a["after_fact_id"].n_unique() == facts
     assert set(whole["created"]["fact_id"]).isdisjoint(changed_a["after_fact_id"])
+
+
+# -- folded stores: belief ends stored by a fold, fresh rows after it ----------------------------
+
+_EVENTS = {  # the macro's rows, comparable across sources
+    "stored": "SELECT * FROM memory_diff($lo, $hi, source := '_tm_belief_rows') ORDER BY ALL",
+    "plain": "SELECT * FROM memory_diff($lo, $hi, source := 'plain') ORDER BY ALL",
+}
+
+
+def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
+    """mem.diff's source and the macro over a plain `revisions` table give the same rows."""
+    con = analytics_connection(mem)
+    con.execute("CREATE OR REPLACE TEMP TABLE plain AS SELECT * FROM revisions")
+    # the rows mem.diff reads are `revisions` with its belief ends, split three ways
+    assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_belief_rows ORDER BY fact_id, revision").pl() \
+        .equals(con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl())
+    for lo, hi in windows:
+        stored = con.sql(_EVENTS["stored"], params={"lo": lo, "hi": hi}).pl()
+        assert stored.equals(con.sql(_EVENTS["plain"], params={"lo": lo, "hi": hi}).pl()), (lo, hi)
+
+
+def test_a_folded_store_gives_the_same_diff(tmp_path):
+    """The story, folded after its second commit: m5's first revision ends at a stored belief
+    end, m6's first revision was the belief at the fold and is ended by a fresh revision."""
+    clock = Clock("2026-01-01T00:00:00")
+    mem = new_store(tmp_path, clock)
+    m5 = mem.assert_fact("api", "instance", "m5", valid_from="2025-06").fact_id          # Jan 1
+    clock.set("2026-01-02T00:00:00")
+    m6 = mem.assert_fact("api", "instance", "m6", valid_from="2025-09").fact_id          # closes m5
+    with mem._storage.writer_lock():
+        mem._storage.fold()
+    clock.set("2026-01-03T00:00:00")
+    mem.assert_fact("api", "instance", "m6", valid_from="2025-10", artifact="ep-7")      # artifacts only
+    clock.set("2026-01-04T00:00:00")
+    mem.invalidate(m6, at="2025-12", reason="decommissioned")                           # change (b)
+    clock.set("2026-01-05T00:00:00")
+    db = mem.assert_fact("db", "size", "10").fact_id                                     # new entity
+    clock.set("2026-01-06T00:00:00")
+    mem.correct(db, reason="typo")                                                       # retraction
+    folded = mem.sql("SELECT fact_id, revision, folded, folded_until FROM _tm_events ORDER BY ALL").fetchall()
+    assert [r[:3] for r in folded if r[2]] == [(m5, 1, True), (m5, 2, True), (m6, 1, True)]
+
+    d = mem.diff("2026-01-01", "2026-01-07")
+    assert d.created["fact_id"].to_list() == [m5, db]
+    assert d.changed.select("before_fact_id", "after_fact_id", "recorded_at").rows() == [
+        (m5, m6, at("2026-01-02T00:00:00")), (m6, m6, at("2026-01-04T00:00:00"))]
+    assert d.changed["before_valid_to"].to_list() == [None, None]
+    assert d.changed["after_valid_to"].to_list() == [None, at("2025-12-01T00:00:00")]
+    assert d.retracted.select("fact_id", "recorded_at").rows() == [(db, at("2026-01-05T00:00:00"))]
+    assert d.new_entities["subject"].to_list() == ["api", "db"]
+    # Jan 3's merge follows m6's folded first revision (its belief end comes from the fresh
+    # row): no event, not a new fact
+    d = mem.diff("2026-01-03", "2026-01-04")
+    assert d.created.is_empty() and d.changed.is_empty() and d.new_entities.is_empty()
+    # a window after api's first fact: only db is new; the change (a) across the fold is found
+    d = mem.diff("2026-01-02", "2026-01-06")
+    assert d.new_entities["subject"].to_list() == ["db"]
+    assert d.changed["after_fact_id"].to_list() == [m6, m6]
+    days = [at(f"2026-01-0{i}T00:00:00") for i in range(1, 8)]
+    _events_agree(mem, [(lo, hi) for lo in days for hi in days if lo <= hi] + [(None, days[3]), (days[2], None)])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, folds=st.lists(st.sampled_from([False, False, False, True]), min_size=12, max_size=12),
+       cuts=st.lists(st.integers(0, 12 * 48), min_size=1, max_size=3))
+def test_folds_change_no_diff(tmp_path_factory, ops, folds, cuts):
+    """Random histories folded after random operations: the diff over stored belief ends equals
+    the macro over a plain `revisions` table, and adjacent windows still concatenate."""
+    clock = Clock("2026-03-01T00:00:00")
+    mem = new_store(tmp_path_factory.mktemp("f"), clock)
+    ids: list[str] = []
+    for (op, subject, obj, month, hours, pick), fold in zip(ops, folds, strict=False):
+        clock.tick(hours=hours)
+        try:
+            if op == "assert" or not ids:
+                start = None if month == 0 else f"2025-{month:02d}-01"
+                ids.append(mem.assert_fact(subject, "p", obj, valid_from=start).fact_id)
+            elif op == "invalidate":
+                mem.invalidate(ids[pick % len(ids)], at="2025-11-15", reason="ended")
+            else:
+                mem.correct(ids[pick % len(ids)], reason="wrong")
+        except tm.TempomemError:
+            pass  # refused operations change nothing
+        if fold:
+            with mem._storage.writer_lock():
+                mem._storage.fold()
+    start, end = at("2026-03-01T00:00:00"), clock.now + timedelta(hours=1)
+    bounds = sorted({start, end, *(start + (end - start) * (c / (12 * 48)) for c in cuts)})
+    _events_agree(mem, [(bounds[0], bounds[-1]), *itertools.pairwise(bounds)])
+    whole = _frames(mem.diff(bounds[0], bounds[-1]))
+    parts = [_frames(mem.diff(lo, hi)) for lo, hi in itertools.pairwise(bounds)]
+    for name, frame in whole.items():
+        joined = pl.concat([p[name] for p in parts])
+        assert joined.sort(joined.columns).equals(frame.sort(frame.columns)), name
