@@ -22,6 +22,7 @@ then one ``COPY`` writes the revision rows (a row with a later ``retracted_at`` 
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import secrets
 import tempfile
@@ -313,7 +314,7 @@ def _dicts_to_arrow(rows: list[Any]) -> pa.Table:
         values = [r.get(name) for r in rows]
         try:
             arrays[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # OverflowError: an int beyond 64 bits
             arrays[name] = pa.array([None if v is None else v.isoformat() if isinstance(v, datetime) else str(v)
                                      for v in values], pa.string())
     return pa.table(arrays) if names else pa.table({"__row": pa.array([], pa.int64())})
@@ -801,7 +802,8 @@ FROM _bf_counts
 # at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
 # The rows are sorted by the store's SORT_KEYS while they are narrow: the wide columns that
 # only depend on the row (a generated fact id, the default text, the constants) are computed
-# after the sort, so the sort neither carries nor spills them.
+# after the sort, so the sort neither carries nor spills them. A large load is sorted in
+# ranges of (scope, subject), [from, to), one statement each, in order (see _key_ranges).
 _REVISIONS_SQL = """
 WITH derived AS (
     SELECT r.* REPLACE ({early_fact_id} AS fact_id),
@@ -813,6 +815,11 @@ WITH derived AS (
            -- scan makes both (a UNION of two reads would materialise the rows first).
            unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
     FROM _bf_rows r
+    -- the key range being written: [from, to) in (scope, subject) order; NULL = unbounded
+    WHERE ($from_scope IS NULL OR coalesce(r.scope, 'default') > $from_scope
+           OR (coalesce(r.scope, 'default') = $from_scope AND r.subject >= $from_subject))
+      AND ($to_scope IS NULL OR coalesce(r.scope, 'default') < $to_scope
+           OR (coalesce(r.scope, 'default') = $to_scope AND r.subject < $to_subject))
 ),
 revs AS (
     SELECT * REPLACE (
@@ -868,15 +875,47 @@ _DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "sour
 _STATISTICS_COLUMNS = [c for c in EVENT_SCHEMA.names if c not in ("text", "attributes", "artifacts", "embedding")]
 
 
+#: Rows one sort handles: a load with more is written as several sorted key ranges, so that
+#: each sort fits in DuckDB's memory instead of spilling (a range's rows are held once).
+_SORT_ROWS = 2_000_000
+#: Rows sampled to place the range bounds (only the balance of the ranges depends on it).
+_BOUND_SAMPLE = 100_000
+
+# Bounds of about equal key ranges: the (scope, subject) starting each range but the first,
+# from a sample. All rows of a subject share a range, so do all revisions of a fact.
+_BOUNDS_SQL = f"""
+SELECT DISTINCT ON (tile) s, j FROM (
+    SELECT s, j, ntile($ranges) OVER (ORDER BY s, j) AS tile
+    FROM (SELECT coalesce(r.scope, 'default') AS s, r.subject AS j
+          FROM _bf_rows r USING SAMPLE reservoir({_BOUND_SAMPLE} ROWS) REPEATABLE (7))
+) WHERE tile > 1 ORDER BY tile, s, j
+"""
+
+
+def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, str | None]]:
+    """Parameters of the write's key ranges: [from, to) in (scope, subject) order, tiling all keys.
+
+    One unbounded range when the load fits one sort. The sample only places the bounds:
+    every row falls in exactly one range whatever they are (a subject too large for one
+    range just makes a large range).
+    """
+    ranges = -(-loaded // _SORT_ROWS)
+    sampled = con.sql(_BOUNDS_SQL, params={"ranges": ranges}).fetchall() if ranges > 1 else []
+    bounds = sorted({tuple(b) for b in sampled})
+    edges: list[tuple[str, str] | tuple[None, None]] = [(None, None), *bounds, (None, None)]
+    return [{"from_scope": lo[0], "from_subject": lo[1], "to_scope": hi[0], "to_subject": hi[1]}
+            for lo, hi in itertools.pairwise(edges)]
+
+
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
                     ingested_at: datetime, notify: Progress) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
-    DuckDB computes them sorted by the store's SORT_KEYS; they stream out as Arrow batches of
-    the store's row-group size (so that point queries prune row groups) into one Parquet file
-    in the table folder, which is committed in one transaction (:meth:`Storage.add_files`).
-    No row becomes a Python object: Arrow's Parquet writer encodes each batch (it encodes
-    these columns in about half the CPU time DuckDB's COPY takes).
+    DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
+    keys, in order); they stream out as Arrow batches of the store's row-group size (so that
+    point queries prune row groups) into one Parquet file in the table folder, which is
+    committed in one transaction (:meth:`Storage.add_files`). No row becomes a Python object:
+    Arrow's Parquet writer encodes each batch (in about half the CPU time DuckDB's COPY takes).
     """
     if loaded == 0:
         return 0
@@ -885,21 +924,23 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     has_ids = has_fact_id and con.sql(
         "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
     derivation = {**(_BY_ROW if has_ids else _ONE_ROW_PER_FACT), **(_GIVEN_IDS if has_fact_id else _GENERATED_IDS)}
+    query = _REVISIONS_SQL.format(**derivation)
     last_api_us = _last_api_us(mem, con)
     storage = mem._storage
     target = storage.new_file_path()
     written = 0
     try:
-        rows = con.sql(_REVISIONS_SQL.format(**derivation), params={"origin": origin, "ingested_at": ingested_at})
         with pq.ParquetWriter(target, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
                               write_statistics=_STATISTICS_COLUMNS) as out:
-            for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
-                out.write_batch(batch.cast(EVENT_SCHEMA), row_group_size=_ROW_GROUP_ROWS)
-                written += batch.num_rows
+            for key_range in _key_ranges(con, loaded):
+                rows = con.sql(query, params={"origin": origin, "ingested_at": ingested_at, **key_range})
+                for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
+                    out.write_batch(batch.cast(EVENT_SCHEMA), row_group_size=_ROW_GROUP_ROWS)
+                    written += batch.num_rows
+                notify("write", written)
     except BaseException:
         target.unlink(missing_ok=True)
         raise
-    notify("write", written)
     storage.add_files([target])
     storage.write_clock(storage.latest_version(), last_api_us)
     return written

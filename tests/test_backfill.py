@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
+from tempomem import backfill as backfill_module
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, STATS_COLUMNS
 
@@ -266,6 +267,38 @@ def test_backfilled_rows_are_stored_in_sort_key_order_with_generated_ids(mem: tm
         ("amy", "y", pl.read_parquet(file)["fact_id"][1], 1), ("amy", "z", "f-a", 1), ("amy", "z", "f-a", 2),
         ("amy", "x", "f-b", 1)]
     assert pl.read_parquet(file)["subject"][0] == "abe"
+
+
+def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path, monkeypatch) -> None:
+    # 40 rows over 7 subjects and two scopes; rows sharing a given fact_id are revisions and
+    # some rows are retracted later (two revisions): ranges must keep each fact whole.
+    rows = [row(f"s{i % 7}", f"o{i}", recorded_at=f"2025-01-{i % 28 + 1:02d}T00:00:{i:02d}Z",
+                scope="work" if i % 5 == 0 else None, fact_id=f"f{i % 7}" if i % 3 == 0 else None,
+                retracted_at="2025-06-01" if i % 4 == 1 else None) for i in range(40)]
+    whole = tm.open(tmp_path / "whole", create=True)
+    assert whole.backfill(rows).rejected.height > 0  # some ids repeat across keys or after a retraction
+    ranges: list[list[dict]] = []
+    real = backfill_module._key_ranges
+
+    def spy(con: object, loaded: int) -> list[dict]:
+        ranges.append(real(con, loaded))  # type: ignore[arg-type]
+        return ranges[-1]
+
+    monkeypatch.setattr(backfill_module, "_SORT_ROWS", 6)
+    monkeypatch.setattr(backfill_module, "_key_ranges", spy)
+    split = tm.open(tmp_path / "split", create=True)
+    report = split.backfill(rows)
+    assert len(ranges[0]) > 3 and ranges[0][0]["from_scope"] is None and ranges[0][-1]["to_scope"] is None
+    (file,) = split._storage.snapshot().files
+    stored = pl.read_parquet(file)
+    keys = ["scope", "subject", "predicate", "fact_id", "revision"]
+    assert stored.select(keys).rows() == stored.select(keys).sort(keys).rows()
+    assert stored.height == report.revisions == revs(whole).height
+    same = ["scope", "subject", "object", "recorded_at", "revision", "status", "believed_until"]
+    assert revs(split).select(same).sort(same).equals(revs(whole).select(same).sort(same))
+    given = pl.col("fact_id").str.starts_with("f")
+    assert revs(split).filter(given).select("fact_id", *same).sort("fact_id", "revision").equals(
+        revs(whole).filter(given).select("fact_id", *same).sort("fact_id", "revision"))
 
 
 def test_overlapping_values_follow_predicate_arity(mem: tm.Memory) -> None:
@@ -551,3 +584,10 @@ def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -
     assert len(mem._storage.snapshot().files) < 34  # compacted
     got = revs(mem).select("subject", "object", "recorded_at", "revision").rows()
     assert got == [(f"s{i:02d}", f"v{i}", ts(f"2025-01-01T00:00:{i:02d}Z"), 1) for i in range(34)]
+
+
+def test_an_integer_beyond_64_bits_in_dicts_is_a_rejected_row(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a", retracted_at=2**63), row("b")])
+    assert report.loaded == 1
+    assert report.rejected.rows() == [
+        (0, "retracted_at", "9223372036854775808", "cannot read 9223372036854775808 as a time")]
