@@ -47,7 +47,7 @@ WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS V
   AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
        OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
 """
-# Rows of a bucket in event order (sorted in Polars: DuckDB would sort the wide rows).
+# Rows of a bucket in event order (sorted in Polars, per bucket: DuckDB would sort the wide rows).
 _ORDER = ["event_at", "fact_id", "before_fact_id", "subject"]
 
 
@@ -104,8 +104,12 @@ def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Ite
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
     with mem._lock:
         events = frame(analytics_connection(mem), _DIFF_QUERY, params)
-    events = events.sort(_ORDER, nulls_last=True)
-    return MemoryDiff(**{
-        bucket: events.filter(pl.col("bucket") == bucket).select(columns)
-        for bucket, columns in _BUCKET_COLUMNS.items()
-    })
+    return MemoryDiff(**{bucket: _bucket(events, bucket, columns) for bucket, columns in _BUCKET_COLUMNS.items()})
+
+
+def _bucket(events: pl.DataFrame, bucket: str, columns: list[str]) -> pl.DataFrame:
+    """One bucket's rows, in event order: sorted with its own columns only (a gather of the
+    changed rows' few columns, not of every fact column)."""
+    keys = [k for k in _ORDER if k not in columns]
+    return (events.filter(pl.col("bucket") == bucket).select(*columns, *keys)
+            .sort(_ORDER, nulls_last=True).select(columns))
