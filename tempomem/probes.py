@@ -28,9 +28,11 @@ KINDS = ("same", "not_yet_known", "corrected", "learned_late")
 # match every scope. A revision valid at valid_at answers `as_believed` when it was the belief
 # at believed_at, not retracted and not erased; it answers `as_of` when it is the fact's latest
 # revision and the fact is neither retracted nor erased. A believed value counts as corrected
-# when its fact's latest revision is a retraction. One interval join of the probes against the
-# revision rows with their belief ends (`_tm_belief_rows`, macros.sql: a filtered scan of a
-# folded store, no window and no in-memory copy).
+# when its fact's latest revision is a retraction. Most probes get one value of each kind, so
+# the sorted lists are built only for those that get several (a multi-valued key). One
+# interval join of the probes against the revision rows with their belief ends
+# (`_tm_belief_rows`, belief_rows.sql: a filtered scan of a folded store, no window and no
+# in-memory copy).
 ANSWERS_SQL = """
 WITH hits AS (         -- the revisions of each probe's key that answer it or were retracted
     SELECT h.* FROM (
@@ -53,18 +55,38 @@ marked AS (             -- a believed value is corrected when its fact's latest 
            ON x._tm_row = h._tm_row AND x.fact_id = h.fact_id AND h.believed
     WHERE h.believed OR h.known
 ),
-believed_then AS (      -- per probe: the values known and believed, those later retracted, sources
+firsts AS (             -- per probe: the least and greatest value of each kind, and the sources
     SELECT h._tm_row,
-           list_sort(list_distinct(list(h.object) FILTER (WHERE h.known))) AS known_objects,
-           list_sort(list_distinct(list(h.object) FILTER (WHERE h.believed))) AS believed_objects,
-           list(h.object) FILTER (WHERE h.corrected) AS believed_retracted_objects,
-           -- a believed value that is no longer the known one is what made the belief wrong:
-           -- its source is the one to blame, before any value that is still true
+           min(h.object) FILTER (WHERE h.known) AS known_min, max(h.object) FILTER (WHERE h.known) AS known_max,
+           min(h.object) FILTER (WHERE h.believed) AS believed_min,
+           max(h.object) FILTER (WHERE h.believed) AS believed_max,
+           min(h.object) FILTER (WHERE h.corrected) AS corrected_min,
+           max(h.object) FILTER (WHERE h.corrected) AS corrected_max,
            coalesce(arg_min(h.source, h.object) FILTER (WHERE h.believed AND NOT h.known),
                     arg_min(h.source, h.object) FILTER (WHERE h.believed AND h.known)) AS believed_source,
            arg_min(h.source, h.object) FILTER (WHERE h.known) AS known_source
     FROM marked AS h
     GROUP BY h._tm_row
+),
+several AS (            -- the sorted lists, for the few probes with more than one value of a kind
+    SELECT h._tm_row,
+           list_sort(list_distinct(list(h.object) FILTER (WHERE h.known))) AS known_objects,
+           list_sort(list_distinct(list(h.object) FILTER (WHERE h.believed))) AS believed_objects,
+           list(h.object) FILTER (WHERE h.corrected) AS believed_retracted_objects
+    FROM marked AS h
+    WHERE h._tm_row IN (SELECT f._tm_row FROM firsts AS f
+                        WHERE f.known_min <> f.known_max OR f.believed_min <> f.believed_max
+                           OR f.corrected_min <> f.corrected_max)
+    GROUP BY h._tm_row
+),
+believed_then AS (
+    SELECT f._tm_row, f.believed_source, f.known_source,
+           coalesce(s.known_objects, CASE WHEN f.known_min IS NOT NULL THEN [f.known_min] END) AS known_objects,
+           coalesce(s.believed_objects, CASE WHEN f.believed_min IS NOT NULL THEN [f.believed_min] END)
+               AS believed_objects,
+           coalesce(s.believed_retracted_objects,
+                    CASE WHEN f.corrected_min IS NOT NULL THEN [f.corrected_min] END) AS believed_retracted_objects
+    FROM firsts AS f LEFT JOIN several AS s ON s._tm_row = f._tm_row
 )
 """
 
