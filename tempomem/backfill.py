@@ -359,8 +359,16 @@ def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
     Strings: ``"2024"`` and ``"2024-06"`` are the earliest instant of the year or month, a run
     of 7 or more digits is an epoch number in ``epoch_unit``, anything else is cast (offsets
     honoured, no offset = UTC). Numbers are epochs; naive timestamps and dates are UTC. A value
-    that cannot be read gives NULL. The factor is a literal from a fixed table, never input.
+    that cannot be read gives NULL, and so does a time outside years 1–9999, which no Python
+    or Polars reader of the store could hold. The factor is a literal from a fixed table,
+    never input.
     """
+    parsed = _parsed_time_sql(col, duck_type, epoch_unit)
+    return (f"CASE WHEN {parsed} BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00' "
+            f"AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' THEN {parsed} END")
+
+
+def _parsed_time_sql(col: str, duck_type: str, epoch_unit: str) -> str:
     factor = _EPOCH_FACTORS[epoch_unit]
     t = duck_type.upper()
     if t.startswith("TIMESTAMP") or t == "DATE":

@@ -22,13 +22,51 @@ def new_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def without_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep DuckDB's own progress bar out of a private connection's work (it would print into
+    the CLI's output); Jupyter without ipywidgets refuses the setting, then nothing prints."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error:
+        pass
+
+
+#: Whether a data file holds rows written since a fold, by path: files are never rewritten in
+#: place (a new version writes new files), so the answer never changes.
+_HAS_FRESH_ROWS: dict[str, bool] = {}
+
+
 def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first: bool) -> None:
-    """Point ``_tm_events`` at ``files``; on the first call also create the views and macros."""
-    if files:
-        events = con.read_parquet(list(files))
-    else:
-        events = con.from_arrow(EVENT_SCHEMA.empty_table())
-    events.create_view("_tm_events", replace=True)
+    """Point ``_tm_events`` at ``files``, and ``_tm_fresh_events`` at those of them holding rows
+    written since the last fold; on the first call also create the views and macros.
+
+    ``revisions.sql`` derives belief ends with a window over the fresh rows only; binding it to
+    the few files that have any spares every query a scan of the whole table.
+    """
+    _events(con, files).create_view("_tm_events", replace=True)
+    _events(con, _files_with_fresh_rows(con, files)).create_view("_tm_fresh_events", replace=True)
     if first:
         con.execute(sql_file("revisions.sql"))
         con.execute(sql_file("macros.sql"))
+
+
+def _events(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> duckdb.DuckDBPyRelation:
+    if files:
+        return con.read_parquet(list(files))
+    return con.from_arrow(EVENT_SCHEMA.empty_table())
+
+
+def _files_with_fresh_rows(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> tuple[str, ...]:
+    """The files with a row whose ``folded`` is not true, read from the Parquet footers' statistics
+    (a file without them counts as fresh)."""
+    unknown = [f for f in files if f not in _HAS_FRESH_ROWS]
+    if unknown:
+        folded = con.sql(
+            """SELECT file_name FROM parquet_metadata($files) WHERE path_in_schema = 'folded'
+               GROUP BY file_name
+               HAVING bool_and(stats_min_value = 'true' AND stats_null_count = 0) IS TRUE""",
+            params={"files": unknown},
+        ).fetchall()
+        all_folded = {row[0] for row in folded}
+        _HAS_FRESH_ROWS.update((f, f not in all_folded) for f in unknown)
+    return tuple(f for f in files if _HAS_FRESH_ROWS[f])

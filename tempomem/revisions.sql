@@ -5,7 +5,8 @@
 -- Files are append-only, so a row cannot be updated when its successor arrives. Instead the
 -- store now and then *folds* itself (storage.py): it rewrites every row with `folded = true`
 -- and `folded_until` = its `believed_until` at that moment. Rows written since (`folded` not
--- true) are few, and only they need a window:
+-- true) are few, and only they need a window. `_tm_fresh_events` is the part of `_tm_events`
+-- that may hold them (connection.py binds it to the files that do; `_tm_events` itself will do):
 --   * a fresh row ends where the next fresh revision of its fact starts (lead());
 --   * a folded row ends at `folded_until`, or, when that is NULL (it was the belief at the
 --     fold), where the first fresh revision of its fact starts, if there is one.
@@ -22,13 +23,13 @@ SELECT e.*,
        lead(e.recorded_at) OVER (
            PARTITION BY e.scope, e.subject, e.predicate, e.fact_id ORDER BY e.revision
        ) AS believed_until
-FROM _tm_events AS e
+FROM _tm_fresh_events AS e
 WHERE e.folded IS NOT TRUE;
 
 -- When each fact's first fresh revision was recorded: the end of its last folded one.
 CREATE OR REPLACE VIEW _tm_fresh_starts AS
 SELECT s.scope, s.subject, s.predicate, s.fact_id, min(s.recorded_at) AS recorded_at
-FROM _tm_events AS s
+FROM _tm_fresh_events AS s
 WHERE s.folded IS NOT TRUE
 GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
 

@@ -69,7 +69,9 @@ SORT_KEYS = [("scope", "ascending"), ("subject", "ascending"), ("predicate", "as
 
 
 def _utc(value: Any) -> Any:
-    return value.astimezone(UTC) if isinstance(value, datetime) else value
+    if isinstance(value, datetime) and value.tzinfo is not UTC:
+        return value.astimezone(UTC)
+    return value
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ import fcntl
 import json
 import multiprocessing
 import os
+import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,6 +48,8 @@ _VACUUM_RETENTION_HOURS = 1
 _FOLD_WHEN_FRESH_SHARE = 8
 #: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
 _FOLD_MEMORY = "2GB"
+#: A fold writes files of at most this many row groups (1M rows).
+_FOLD_ROW_GROUPS_PER_FILE = 64
 
 
 @dataclass(frozen=True)
@@ -337,8 +341,6 @@ class Storage:
 
     def new_file_path(self) -> Path:
         """A fresh name for a data file written into the table folder (then :meth:`add_files`)."""
-        import uuid
-
         return self.path / f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
 
     def add_files(self, files: list[Path], *, replace_all: bool = False) -> int:
@@ -411,26 +413,32 @@ class Storage:
         No answer changes: the rows are the ``_tm_folded`` view of the current version. Call
         it under the writer lock; returns the new version.
         """
-        from .connection import bind_files, new_connection
+        from .connection import bind_files, new_connection, without_progress_bar
 
         snap = self.snapshot()
         con = new_connection()
+        without_progress_bar(con)
         with tempfile.TemporaryDirectory(prefix="tempomem-fold-") as spill:
             con.execute("SET memory_limit = $limit", {"limit": _FOLD_MEMORY})
             con.execute("SET temp_directory = $dir", {"dir": spill})
             bind_files(con, snap.files, first=True)
-            target = self.new_file_path()
+            folder = self.path / f"fold-{uuid.uuid4()}"
             order = ", ".join(name for name, _ in SORT_KEYS)
             try:
-                con.execute(f"COPY (SELECT * FROM _tm_folded ORDER BY {order}) TO $path "
-                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS})",
-                            {"path": str(target)})
+                # Files of _FOLD_ROW_GROUPS_PER_FILE row groups, in key order across files: a
+                # point query then reads the footer of files it skips, not of every row group.
+                con.execute(f"COPY (SELECT * FROM _tm_folded ORDER BY {order}) TO $folder "
+                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS}, "
+                            f"ROW_GROUPS_PER_FILE {_FOLD_ROW_GROUPS_PER_FILE}, PRESERVE_ORDER true, "
+                            "FILENAME_PATTERN 'part-{i}')",
+                            {"folder": str(folder)})
+                files = sorted(folder.glob("*.parquet"))
             except BaseException:
-                target.unlink(missing_ok=True)
+                shutil.rmtree(folder, ignore_errors=True)
                 raise
             finally:
                 con.close()
-        return self._commit_files([target], "overwrite")
+        return self._commit_files(files, "overwrite")
 
     def referenced_files(self) -> set[str]:
         """Every data file any retained log entry or checkpoint has ever added."""

@@ -216,14 +216,14 @@ class Memory:
 
     # -- writes -----------------------------------------------------------------------------
     @contextmanager
-    def _commit(self, subjects: list[str] | None = None, predicates: list[str] | None = None,
+    def _commit(self, assertions: list[dict[str, Any]] | None = None,
                 fact_id: str | None = None) -> Iterator[Batch]:
         """Lock, load the states a commit needs, let the caller apply operations, then commit."""
         with self._lock, self._storage.writer_lock():
             con = self._connection()
             snap = self._storage.snapshot()
             commit_time = self._commit_time(con, snap)
-            states = [] if subjects is None else queries.latest_states(con, subjects=subjects, predicates=predicates)
+            states = [] if assertions is None else queries.write_states(con, assertions)
             if fact_id is not None:
                 found = queries.latest_states(con, fact_id=fact_id)
                 if found:
@@ -273,9 +273,7 @@ class Memory:
         """
         records = _records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
-        subjects = sorted({n["subject"] for n in news})
-        predicates = sorted({n["predicate"] for n in news})
-        with self._commit(subjects=subjects, predicates=predicates) as batch:
+        with self._commit(assertions=news) as batch:
             ids = [batch.assert_fact(n) for n in news]
         return [_as_fact(batch.states[i]) for i in ids]
 

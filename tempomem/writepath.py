@@ -20,8 +20,11 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
-from .schema import LINK_TYPES
+from .schema import FACT_COLUMNS, LINK_TYPES
 from .times import to_utc
+
+#: What a state carries into its new revision row (the rest is derived in :meth:`Batch.rows`).
+_ROW_FIELDS = (*FACT_COLUMNS, "first_recorded_at")
 
 # -- interval arithmetic with the NULL-as-infinity convention ---------------------------------
 
@@ -340,7 +343,7 @@ class Batch:
         for fact_id in self.touched:
             state = self.states[fact_id]
             state["ingested_at"] = ingested_at
-            row = {k: v for k, v in state.items() if not k.startswith("_")}
+            row = {k: state.get(k) for k in _ROW_FIELDS}
             row["revision"] = (state["_stored_revision"] or 0) + 1
             row["folded"] = False
             row["recorded_at"] = self.commit_time

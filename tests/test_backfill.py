@@ -586,6 +586,24 @@ def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -
     assert got == [(f"s{i:02d}", f"v{i}", ts(f"2025-01-01T00:00:{i:02d}Z"), 1) for i in range(34)]
 
 
+def test_an_integer_past_64_bits_in_a_list_of_dicts_loads_as_text(mem: tm.Memory) -> None:
+    # found by the hostile-input property test: pyarrow raised a bare OverflowError
+    report = mem.backfill([{"subject": "a", "predicate": "p", "object": 2**63, "recorded_at": "2025-01-01"}])
+    assert report.loaded == 1
+    assert mem.history("a")["object"].to_list() == ["9223372036854775808"]
+
+
+def test_a_time_outside_years_1_to_9999_is_unreadable(mem: tm.Memory) -> None:
+    # found by the hostile-input property test: DuckDB reads year 0, Python and Polars cannot
+    report = mem.backfill([row("x", "v", recorded_at=-62_135_596_801),  # 0000-12-31T23:59:59Z
+                           row("y", "v", recorded_at="2025-01-01", valid_from="10000-01-01"),
+                           row("z", "v", recorded_at="2025-01-01")])
+    assert report.loaded == 1
+    assert report.rejected.select("row", "field", "reason").rows() == [
+        (0, "recorded_at", "cannot read -62135596801 as a time"),
+        (1, "valid_from", "cannot read 10000-01-01 as a time (lenient=True reads it as missing)")]
+
+
 def test_an_integer_beyond_64_bits_in_dicts_is_a_rejected_row(mem: tm.Memory) -> None:
     report = mem.backfill([row("a", retracted_at=2**63), row("b")])
     assert report.loaded == 1
