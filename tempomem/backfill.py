@@ -570,6 +570,8 @@ class _Loader:
         sources = ", ".join(f"_src_{n}" for n in _RAW)
         self.params.update(params, link_types=list(LINK_TYPES), statuses=list(_BELIEF_STATUSES))
         absent = "".join(f", {name}" for name in self.absent)
+        # A column the input lacks is NULL in every row: it cannot tell two rows apart.
+        hashed = ", ".join(c for c in _ROW_VALUES.split(", ") if c not in self.absent)
         self.con.execute(
             f"""CREATE TEMP TABLE _bf_checked_rows AS
                 SELECT * EXCLUDE (_bad, {sources}{absent}),
@@ -581,7 +583,7 @@ class _Loader:
                         OR ({self._present("valid_to")} AND valid_to IS NULL)
                         OR ({self._present("superseded_at")} AND superseded_at IS NULL)) AS _unreadable,
                        -- exact repeats are found by this hash first (see _bf_repeated)
-                       CASE WHEN _bad IS NULL THEN hash({_ROW_VALUES}) END AS _h
+                       CASE WHEN _bad IS NULL THEN hash({hashed}) END AS _h
                 FROM (SELECT *, {bad} AS _bad FROM (SELECT {parsed} FROM _bf_in))""",
             self.params,
         )
