@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from .analytics import analytics_connection
 from .erasure import hash_subject
 from .errors import TempomemError
 from .queries import frame
@@ -42,7 +41,7 @@ _BUCKET_COLUMNS = {
 # Key filters on the macro's rows; entity buckets have no predicate, so a predicate filter
 # leaves them alone. Forgotten subjects are stored hashed: the caller's names are hashed too.
 _DIFF_QUERY = """
-SELECT * FROM memory_diff($from_at, $to_at, source := '_tm_belief_rows') AS d
+SELECT * FROM memory_diff($from_at, $to_at, source := '_tm_revisions') AS d
 WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
   AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
        OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
@@ -103,7 +102,7 @@ def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Ite
         names = names + [hash_subject(salt, n) for n in names]
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
     with mem._lock:
-        events = frame(analytics_connection(mem), _DIFF_QUERY, params)
+        events = frame(mem._connection(), _DIFF_QUERY, params)
     return MemoryDiff(**{bucket: _bucket(events, bucket, columns) for bucket, columns in _BUCKET_COLUMNS.items()})
 
 

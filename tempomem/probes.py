@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .analytics import analytics_connection
 from .inputs import ROW, registered
 from .queries import frame
 
@@ -31,7 +30,7 @@ KINDS = ("same", "not_yet_known", "corrected", "learned_late")
 # when its fact's latest revision is a retraction. Most probes get one value of each kind, so
 # the sorted lists are built only for those that get several (a multi-valued key). One
 # interval join of the probes against the revision rows with their belief ends
-# (`_tm_belief_rows`, belief_rows.sql: a filtered scan of a folded store, no window and no
+# (`_tm_revisions`, revisions.sql: a filtered scan of a folded store, no window and no
 # in-memory copy).
 ANSWERS_SQL = """
 WITH hits AS (         -- the revisions of each probe's key that answer it or were retracted
@@ -43,7 +42,7 @@ WITH hits AS (         -- the revisions of each probe's key that answer it or we
                    AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
                r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
         FROM _tm_probes AS p
-        JOIN _tm_belief_rows AS r
+        JOIN _tm_revisions AS r
           ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
     ) AS h
     WHERE h.believed OR h.known OR h.retracted_now
@@ -113,11 +112,11 @@ FROM joined AS j
 # and its recording, about its start; one per retraction, halfway through the belief window
 # [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
 # The facts are the rows of `facts`: each fact's latest revision (read as the still-believed
-# rows of `_tm_belief_rows`, a filtered scan) with `recorded_at` = when it was first recorded.
+# rows of `_tm_revisions`, a filtered scan) with `recorded_at` = when it was first recorded.
 _GENERATED = """
 WITH f AS (
     SELECT r.* EXCLUDE (recorded_at), r.first_recorded_at AS recorded_at
-    FROM _tm_belief_rows AS r WHERE r.believed_until IS NULL
+    FROM _tm_revisions AS r WHERE r.believed_until IS NULL
 )
 SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
        f.valid_from AS valid_at,
@@ -145,7 +144,7 @@ def generate(mem: Memory) -> pl.DataFrame:
     ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
     """
     with mem._lock:
-        return frame(analytics_connection(mem), _GENERATED)
+        return frame(mem._connection(), _GENERATED)
 
 
 def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
@@ -162,7 +161,7 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     """
     if probes is None:
         probes = generate(mem)
-    with mem._lock, registered(analytics_connection(mem), probes, field="probes", name="_tm_probes",
+    with mem._lock, registered(mem._connection(), probes, field="probes", name="_tm_probes",
                                required=("subject", "predicate", "valid_at", "believed_at"),
                                times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)

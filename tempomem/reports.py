@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from .analytics import analytics_connection
 from .errors import TempomemError
 from .inputs import ROW, registered
 from .probes import ANSWERS_SQL
@@ -50,7 +49,7 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 # -- ingestion lag -----------------------------------------------------------------------------
 
 # One row per fact of `facts` (each fact's latest revision, with the time it was first
-# recorded) that is not retracted or erased: the `_tm_belief_rows` rows that are still believed
+# recorded) that is not retracted or erased: the `_tm_revisions` rows that are still believed
 # (macros.sql), a filtered scan of a folded store. quantile_disc is the nearest-rank percentile,
 # the ceil(q·n)-th smallest value (checked against a direct implementation for n = 1..1000 in
 # the tests); one call with the three fractions sorts each group once.
@@ -59,7 +58,7 @@ WITH lags AS (
     SELECT {groups},
            epoch_us(f.first_recorded_at)
                - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
-    FROM _tm_belief_rows AS f
+    FROM _tm_revisions AS f
     WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
 ),
 report AS (
@@ -104,7 +103,7 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
         order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
     )
     with mem._lock:
-        out = frame(analytics_connection(mem), query, {"limit_us": limit_us})
+        out = frame(mem._connection(), query, {"limit_us": limit_us})
     return out.with_columns(pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max"))
 
 
@@ -168,7 +167,7 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
     >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
     """
-    with mem._lock, registered(analytics_connection(mem), decisions, field="decisions", name="_tm_decisions",
+    with mem._lock, registered(mem._connection(), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
         con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS

@@ -33,19 +33,35 @@ FROM _tm_fresh_events AS s
 WHERE s.folded IS NOT TRUE
 GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
 
--- Every revision with its belief end, and the first recorded time of its fact.
+-- Every revision with its belief end, and the first recorded time of its fact, in three parts
+-- so that a filter on `believed_until` reaches the Parquet scan of the folded rows (a
+-- coalesce() over a join would hide it): folded rows whose end the fold stored or that are
+-- still the belief; folded rows that were the belief at the fold and were revised since (they
+-- end where their fact's first fresh revision starts); and the fresh rows.
 CREATE OR REPLACE VIEW _tm_revisions AS
 SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
        e.text, e.valid_from, e.valid_to, e.valid_from_inferred, e.recorded_at,
        e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
        e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
        e.attributes, e.embedding, e.link_type, e.weight, e.revision,
-       coalesce(e.folded_until, s.recorded_at) AS believed_until, e.first_recorded_at
+       e.folded_until AS believed_until, e.first_recorded_at
 FROM _tm_events AS e
 LEFT JOIN _tm_fresh_starts AS s
        ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
-      AND s.fact_id = e.fact_id AND e.folded_until IS NULL
-WHERE e.folded IS TRUE
+      AND s.fact_id = e.fact_id
+WHERE e.folded IS TRUE AND (e.folded_until IS NOT NULL OR s.fact_id IS NULL)
+UNION ALL
+SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
+       e.text, e.valid_from, e.valid_to, e.valid_from_inferred, e.recorded_at,
+       e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
+       e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
+       e.attributes, e.embedding, e.link_type, e.weight, e.revision,
+       s.recorded_at AS believed_until, e.first_recorded_at
+FROM _tm_events AS e
+JOIN _tm_fresh_starts AS s
+  ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
+ AND s.fact_id = e.fact_id
+WHERE e.folded IS TRUE AND e.folded_until IS NULL
 UNION ALL
 SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
        f.text, f.valid_from, f.valid_to, f.valid_from_inferred, f.recorded_at,
@@ -71,10 +87,12 @@ SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
        e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
        e.attributes, e.embedding, e.link_type, e.weight
 FROM _tm_events AS e
-WHERE e.folded IS TRUE AND e.folded_until IS NULL
-  AND NOT EXISTS (SELECT 1 FROM _tm_fresh_starts AS s
-                  WHERE s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
-                    AND s.fact_id = e.fact_id)
+-- an anti-join spelled as a left join: DuckDB 2 plans NOT EXISTS here as a delim join that
+-- groups every still-believed row by its key first (3-4x slower for a snapshot)
+LEFT JOIN _tm_fresh_starts AS s
+       ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
+      AND s.fact_id = e.fact_id
+WHERE e.folded IS TRUE AND e.folded_until IS NULL AND s.fact_id IS NULL
 UNION ALL
 SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
        f.text, f.valid_from, f.valid_to, f.valid_from_inferred,

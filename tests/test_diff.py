@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem.analytics import analytics_connection
 from tempomem.diff import CHANGED_COLUMNS
 from tempomem.schema import FACT_COLUMNS
 
@@ -188,18 +187,22 @@ def test_adjacent_windows_concatenate_to_their_union(tmp_path_factory, ops, cuts
 # -- folded stores: belief ends stored by a fold, fresh rows after it ----------------------------
 
 _EVENTS = {  # the macro's rows, comparable across sources
-    "stored": "SELECT * FROM memory_diff($lo, $hi, source := '_tm_belief_rows') ORDER BY ALL",
+    "stored": "SELECT * FROM memory_diff($lo, $hi, source := '_tm_revisions') ORDER BY ALL",
     "plain": "SELECT * FROM memory_diff($lo, $hi, source := 'plain') ORDER BY ALL",
 }
 
 
 def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
     """mem.diff's source and the macro over a plain `revisions` table give the same rows."""
-    con = analytics_connection(mem)
-    con.execute("CREATE OR REPLACE TEMP TABLE plain AS SELECT * FROM revisions")
-    # the rows mem.diff reads are `revisions` with its belief ends, split three ways
-    assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_belief_rows ORDER BY fact_id, revision").pl() \
-        .equals(con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl())
+    con = mem._connection()
+    # `revisions` by its plain definition: a window over every raw row
+    con.execute("""CREATE OR REPLACE TEMP TABLE plain AS
+                   SELECT * EXCLUDE (first_recorded_at, folded, folded_until),
+                          lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY revision) AS believed_until
+                   FROM _tm_events""")
+    # the rows mem.diff reads are those, with belief ends from the fold where it stored them
+    assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_revisions ORDER BY fact_id, revision").pl() \
+        .equals(con.sql("SELECT * FROM plain ORDER BY fact_id, revision").pl())
     for lo, hi in windows:
         stored = con.sql(_EVENTS["stored"], params={"lo": lo, "hi": hi}).pl()
         assert stored.equals(con.sql(_EVENTS["plain"], params={"lo": lo, "hi": hi}).pl()), (lo, hi)
