@@ -33,17 +33,16 @@ FROM _tm_fresh_events AS s
 WHERE s.folded IS NOT TRUE
 GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
 
+-- The stored rows' columns are the facts columns, `revision`, then the three storage columns
+-- (schema.EVENT_SCHEMA), so `* EXCLUDE (...)` below leaves the facts columns and `revision`.
+
 -- Every revision with its belief end, and the first recorded time of its fact, in three parts
 -- so that a filter on `believed_until` reaches the Parquet scan of the folded rows (a
 -- coalesce() over a join would hide it): folded rows whose end the fold stored or that are
 -- still the belief; folded rows that were the belief at the fold and were revised since (they
 -- end where their fact's first fresh revision starts); and the fresh rows.
 CREATE OR REPLACE VIEW _tm_revisions AS
-SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
-       e.text, e.valid_from, e.valid_to, e.valid_from_inferred, e.recorded_at,
-       e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
-       e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
-       e.attributes, e.embedding, e.link_type, e.weight, e.revision,
+SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
        e.folded_until AS believed_until, e.first_recorded_at
 FROM _tm_events AS e
 LEFT JOIN _tm_fresh_starts AS s
@@ -51,11 +50,7 @@ LEFT JOIN _tm_fresh_starts AS s
       AND s.fact_id = e.fact_id
 WHERE e.folded IS TRUE AND (e.folded_until IS NOT NULL OR s.fact_id IS NULL)
 UNION ALL
-SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
-       e.text, e.valid_from, e.valid_to, e.valid_from_inferred, e.recorded_at,
-       e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
-       e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
-       e.attributes, e.embedding, e.link_type, e.weight, e.revision,
+SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
        s.recorded_at AS believed_until, e.first_recorded_at
 FROM _tm_events AS e
 JOIN _tm_fresh_starts AS s
@@ -63,11 +58,7 @@ JOIN _tm_fresh_starts AS s
  AND s.fact_id = e.fact_id
 WHERE e.folded IS TRUE AND e.folded_until IS NULL
 UNION ALL
-SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
-       f.text, f.valid_from, f.valid_to, f.valid_from_inferred, f.recorded_at,
-       f.retracted_at, f.superseded_at, f.superseded_by, f.status, f.reason,
-       f.source, f.confidence, f.origin, f.ingested_at, f.artifacts,
-       f.attributes, f.embedding, f.link_type, f.weight, f.revision,
+SELECT f.* EXCLUDE (first_recorded_at, folded, folded_until, believed_until),
        f.believed_until, f.first_recorded_at
 FROM _tm_fresh AS f;
 
@@ -80,12 +71,8 @@ SELECT r.* EXCLUDE (first_recorded_at) FROM _tm_revisions AS r;
 -- out per part so that the folded rows are a plain filtered scan with an anti-join against the
 -- (few) facts revised since the fold.
 CREATE OR REPLACE VIEW facts AS
-SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object,
-       e.text, e.valid_from, e.valid_to, e.valid_from_inferred,
-       e.first_recorded_at AS recorded_at,
-       e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.reason,
-       e.source, e.confidence, e.origin, e.ingested_at, e.artifacts,
-       e.attributes, e.embedding, e.link_type, e.weight
+SELECT e.* EXCLUDE (revision, first_recorded_at, folded, folded_until)
+       REPLACE (e.first_recorded_at AS recorded_at)
 FROM _tm_events AS e
 -- an anti-join spelled as a left join: DuckDB 2 plans NOT EXISTS here as a delim join that
 -- groups every still-believed row by its key first (3-4x slower for a snapshot)
@@ -94,12 +81,8 @@ LEFT JOIN _tm_fresh_starts AS s
       AND s.fact_id = e.fact_id
 WHERE e.folded IS TRUE AND e.folded_until IS NULL AND s.fact_id IS NULL
 UNION ALL
-SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
-       f.text, f.valid_from, f.valid_to, f.valid_from_inferred,
-       f.first_recorded_at AS recorded_at,
-       f.retracted_at, f.superseded_at, f.superseded_by, f.status, f.reason,
-       f.source, f.confidence, f.origin, f.ingested_at, f.artifacts,
-       f.attributes, f.embedding, f.link_type, f.weight
+SELECT f.* EXCLUDE (revision, first_recorded_at, folded, folded_until, believed_until)
+       REPLACE (f.first_recorded_at AS recorded_at)
 FROM _tm_fresh AS f
 WHERE f.believed_until IS NULL;
 
