@@ -200,7 +200,7 @@ FROM revisions WHERE recorded_at > ingested_at;
 -- that a revision in the window follows is the one whose belief ended when it began, i.e.
 -- inside the window, and a subject had a fact before the window iff one of its revisions was
 -- believed at `from_at`. So every read of `source` is a filter on `recorded_at` and
--- `believed_until`, no join over all earlier revisions. tempomem passes `_tm_revisions`
+-- `believed_until`, no join over all earlier revisions. tempomem passes `_tm_belief_rows`
 -- (revisions.sql), the `revisions` rows spelled so that those filters reach the Parquet scan.
 
 CREATE OR REPLACE MACRO memory_diff(from_at, to_at, source := 'revisions') AS TABLE

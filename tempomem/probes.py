@@ -30,7 +30,7 @@ KINDS = ("same", "not_yet_known", "corrected", "learned_late")
 # when its fact's latest revision is a retraction. Most probes get one value of each kind, so
 # the sorted lists are built only for those that get several (a multi-valued key). One
 # interval join of the probes against the revision rows with their belief ends
-# (`_tm_revisions`, revisions.sql: a filtered scan of a folded store, no window and no
+# (`_tm_belief_rows`, revisions.sql: a filtered scan of a folded store, no window and no
 # in-memory copy).
 ANSWERS_SQL = """
 WITH hits AS (         -- the revisions of each probe's key that answer it or were retracted
@@ -42,7 +42,7 @@ WITH hits AS (         -- the revisions of each probe's key that answer it or we
                    AND tm_contains(r.valid_from, r.valid_to, p.valid_at) AS known,
                r.believed_until IS NULL AND r.status = 'retracted' AS retracted_now
         FROM _tm_probes AS p
-        JOIN _tm_revisions AS r
+        JOIN _tm_belief_rows AS r
           ON r.subject = p.subject AND r.predicate = p.predicate AND (p.scope IS NULL OR r.scope = p.scope)
     ) AS h
     WHERE h.believed OR h.known OR h.retracted_now
@@ -112,11 +112,11 @@ FROM joined AS j
 # and its recording, about its start; one per retraction, halfway through the belief window
 # [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
 # The facts are the rows of `facts`: each fact's latest revision (read as the still-believed
-# rows of `_tm_revisions`, a filtered scan) with `recorded_at` = when it was first recorded.
+# rows of `_tm_belief_rows`, a filtered scan) with `recorded_at` = when it was first recorded.
 _GENERATED = """
 WITH f AS (
     SELECT r.* EXCLUDE (recorded_at), r.first_recorded_at AS recorded_at
-    FROM _tm_revisions AS r WHERE r.believed_until IS NULL
+    FROM _tm_belief_rows AS r WHERE r.believed_until IS NULL
 )
 SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
        f.valid_from AS valid_at,

@@ -49,7 +49,7 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 # -- ingestion lag -----------------------------------------------------------------------------
 
 # One row per fact of `facts` (each fact's latest revision, with the time it was first
-# recorded) that is not retracted or erased: the `_tm_revisions` rows that are still believed
+# recorded) that is not retracted or erased: the `_tm_belief_rows` rows that are still believed
 # (macros.sql), a filtered scan of a folded store. quantile_disc is the nearest-rank percentile,
 # the ceil(q·n)-th smallest value (checked against a direct implementation for n = 1..1000 in
 # the tests); one call with the three fractions sorts each group once.
@@ -58,7 +58,7 @@ WITH lags AS (
     SELECT {groups},
            epoch_us(f.first_recorded_at)
                - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
-    FROM _tm_revisions AS f
+    FROM _tm_belief_rows AS f
     WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
 ),
 report AS (

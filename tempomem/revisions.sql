@@ -36,12 +36,29 @@ GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
 -- The stored rows' columns are the facts columns, `revision`, then the three storage columns
 -- (schema.EVENT_SCHEMA), so `* EXCLUDE (...)` below leaves the facts columns and `revision`.
 
--- Every revision with its belief end, and the first recorded time of its fact, in three parts
--- so that a filter on `believed_until` reaches the Parquet scan of the folded rows (a
--- coalesce() over a join would hide it): folded rows whose end the fold stored or that are
--- still the belief; folded rows that were the belief at the fold and were revised since (they
--- end where their fact's first fresh revision starts); and the fresh rows.
+-- Every revision with its belief end, and the first recorded time of its fact.
 CREATE OR REPLACE VIEW _tm_revisions AS
+SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
+       coalesce(e.folded_until, s.recorded_at) AS believed_until, e.first_recorded_at
+FROM _tm_events AS e
+LEFT JOIN _tm_fresh_starts AS s
+       ON s.scope = e.scope AND s.subject = e.subject AND s.predicate = e.predicate
+      AND s.fact_id = e.fact_id AND e.folded_until IS NULL
+WHERE e.folded IS TRUE
+UNION ALL
+SELECT f.* EXCLUDE (first_recorded_at, folded, folded_until, believed_until),
+       f.believed_until, f.first_recorded_at
+FROM _tm_fresh AS f;
+
+-- The same rows as `_tm_revisions`, in three parts so that a filter on `believed_until` reaches
+-- the Parquet scan of the folded rows (the coalesce() above hides it): folded rows whose end the
+-- fold stored or that are still the belief; folded rows that were the belief at the fold and
+-- were revised since (they end where their fact's first fresh revision starts); the fresh rows.
+-- The belief-window questions (memory_diff, probes, reports) read this one: a one-week diff
+-- finds its previous revisions in 0.22 s instead of 1.0 s at 10M. The query forms read
+-- `_tm_revisions`: DuckDB builds the middle part's join on the folded side, which doubles a
+-- point as_believed.
+CREATE OR REPLACE VIEW _tm_belief_rows AS
 SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
        e.folded_until AS believed_until, e.first_recorded_at
 FROM _tm_events AS e

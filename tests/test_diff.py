@@ -187,7 +187,7 @@ def test_adjacent_windows_concatenate_to_their_union(tmp_path_factory, ops, cuts
 # -- folded stores: belief ends stored by a fold, fresh rows after it ----------------------------
 
 _EVENTS = {  # the macro's rows, comparable across sources
-    "stored": "SELECT * FROM memory_diff($lo, $hi, source := '_tm_revisions') ORDER BY ALL",
+    "stored": "SELECT * FROM memory_diff($lo, $hi, source := '_tm_belief_rows') ORDER BY ALL",
     "plain": "SELECT * FROM memory_diff($lo, $hi, source := 'plain') ORDER BY ALL",
 }
 
@@ -201,7 +201,7 @@ def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
                           lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY revision) AS believed_until
                    FROM _tm_events""")
     # the rows mem.diff reads are those, with belief ends from the fold where it stored them
-    assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_revisions ORDER BY fact_id, revision").pl() \
+    assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_belief_rows ORDER BY fact_id, revision").pl() \
         .equals(con.sql("SELECT * FROM plain ORDER BY fact_id, revision").pl())
     for lo, hi in windows:
         stored = con.sql(_EVENTS["stored"], params={"lo": lo, "hi": hi}).pl()
