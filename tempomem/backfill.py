@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import queries
+from .connection import without_progress_bar
 from .errors import BackfillError, TempomemError
 from .schema import EVENT_SCHEMA, LINK_TYPES
 from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
@@ -170,10 +171,7 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
         # A load of any size fits: past the limit DuckDB spills to a private temp folder.
         con.execute("SET memory_limit = $limit", {"limit": _DUCKDB_MEMORY})
         con.execute("SET temp_directory = $dir", {"dir": spill})
-        try:  # DuckDB's own bar would print into the CLI's output; Jupyter without ipywidgets refuses it
-            con.execute("SET enable_progress_bar = false")
-        except duckdb.Error:
-            pass
+        without_progress_bar(con)
         try:
             _bind_input(con, data, format)
             notify("read", 0)
