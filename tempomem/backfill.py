@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import queries
@@ -182,7 +184,7 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
             loader.check_rows()
             notify("checked", loader.rows_read)
             loader.collapse_and_check_facts(resolve=resolve)
-            report_parts = loader.report_parts(settings, resolve=resolve, extra_flags=extra_flags)
+            report_parts = loader.report_parts(settings, extra_flags=extra_flags)
             plan = None
             if resolve:
                 from .resolve import replay
@@ -195,6 +197,9 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
                                     "loaded": report_parts["loaded"] - plan.rejected.height}
             report = BackfillReport(**report_parts, origin=origin)
             if strict and report.rejected.height:
+                if not resolve:
+                    report_parts["flags"] = loader.with_overlaps(report_parts["flags"], settings, None)
+                    report = BackfillReport(**report_parts, origin=origin)
                 raise BackfillError(
                     f"backfill: {report.rejected.height} of {report.rows_read} rows rejected and strict=True; "
                     f"nothing was loaded (first: row {report.rejected['row'][0]}, {report.rejected['field'][0]}: "
@@ -204,8 +209,11 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
             if plan is not None:
                 revisions = plan.commit(mem, con)
             else:
+                def flag_overlaps(written_keys: pa.Table) -> None:
+                    report_parts["flags"] = loader.with_overlaps(report_parts["flags"], settings, written_keys)
+
                 revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
-                                            origin=origin, ingested_at=now, notify=notify)
+                                            origin=origin, ingested_at=now, notify=notify, finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
         finally:
             con.close()
@@ -614,17 +622,15 @@ class _Loader:
                     "WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f)")
 
     # report -------------------------------------------------------------------------------
-    def report_parts(self, settings: dict[str, Any], *, resolve: bool,
-                     extra_flags: pl.DataFrame | None) -> dict[str, Any]:
+    def report_parts(self, settings: dict[str, Any], *, extra_flags: pl.DataFrame | None) -> dict[str, Any]:
+        """Counts, rejected rows and flags; all but overlapping_values (see :meth:`with_overlaps`)."""
         con = self.con
         rejected = queries.frame(con, """
             SELECT __row AS row, _bad_field AS field, _bad_value AS value, _bad_reason AS reason
             FROM _bf_checked WHERE _bad_field IS NOT NULL
             UNION ALL SELECT * FROM _bf_fact_rejects ORDER BY row""").cast(_REJECTED_SCHEMA)  # type: ignore[arg-type]
-        multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
         con.execute(_COUNTS_SQL, {
-            "now": self.now, "share": SHARED_SHARE, "min_rows": SHARED_MIN_ROWS, "multi": multi,
-            "check_overlaps": not resolve, "deciles": [i / 10 for i in range(11)],
+            "now": self.now, "share": SHARED_SHARE, "min_rows": SHARED_MIN_ROWS, "deciles": [i / 10 for i in range(11)],
         })
         con.execute(_FLAGS_SQL)
         ok, loaded, fixed, fact_rejects = con.sql(
@@ -634,6 +640,24 @@ class _Loader:
             flags = pl.concat([flags.cast(_FLAGS_SCHEMA), extra_flags.cast(_FLAGS_SCHEMA)])  # type: ignore[arg-type]
         return {"rows_read": self.rows_read, "loaded": loaded, "rejected": rejected, "fixed": fixed,
                 "duplicates": ok - loaded - fact_rejects, "flags": flags.cast(_FLAGS_SCHEMA).sort("flag")}  # type: ignore[arg-type]
+
+    def with_overlaps(self, flags: pl.DataFrame, settings: dict[str, Any],
+                      written_keys: pa.Table | None) -> pl.DataFrame:
+        """``flags`` plus overlapping_values when raised, testing the single-valued keys with
+        more than one value: those in ``written_keys`` (what the write saw, see
+        :class:`_ValueChanges`), or all of the load's keys when it is ``None``."""
+        if written_keys is not None and written_keys.num_rows == 0:
+            return flags  # no key changes value: nothing can overlap
+        if written_keys is not None:
+            self.con.register("_bf_written_keys", written_keys)
+        multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
+        keys = _ALL_CHANGING_KEYS if written_keys is None else _WRITTEN_KEYS
+        n, example = self.con.sql(_OVERLAP_SQL.format(keys=keys), params={"multi": multi}).fetchall()[0]
+        if not n:
+            return flags
+        found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},
+                             schema=_FLAGS_SCHEMA)
+        return pl.concat([flags, found]).sort("flag")
 
 
 # The columns two rows must share to be exact repeats (artifacts aside: they are merged).
@@ -745,39 +769,6 @@ shared_recorded AS (
     WHERE list_contains((SELECT l.recorded_candidates FROM loaded l), r.recorded_at)
     GROUP BY r.recorded_at ORDER BY c DESC, t LIMIT 1
 ),
--- Single-valued keys with more than one value in this load, then their revisions with belief
--- intervals, for the overlap test (the same rule as check()). Keys and values are grouped by
--- 64-bit hashes (integers group far faster than text): a key collision only adds candidates,
--- as the join below compares the keys and values themselves.
-multi_keys AS (
-    SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
-    WHERE $check_overlaps AND NOT list_contains($multi, predicate)
-    GROUP BY kh HAVING min(hash(object)) <> max(hash(object))
-),
-revs AS (
-    SELECT r.__row, _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
-           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
-           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-           lead(r.recorded_at) OVER (PARTITION BY _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
-                                     ORDER BY r.recorded_at) AS next_recorded_at
-    FROM _bf_rows r
-    WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM multi_keys k)
-),
-believed AS (
-    SELECT *, CASE WHEN retracted_at > recorded_at
-                   THEN least(retracted_at, coalesce(next_recorded_at, retracted_at))
-                   ELSE next_recorded_at END AS believed_until
-    FROM revs WHERE retracted_at IS NULL OR retracted_at > recorded_at
-),
-overlapping AS (
-    SELECT count(*) AS n, min(__row) AS example FROM (
-        SELECT a.__row FROM believed a JOIN believed b
-          ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
-         AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
-         AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
-         AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
-        GROUP BY a.__row)
-),
 shared AS (
     SELECT (SELECT CASE WHEN c > $share * loaded AND c >= $min_rows THEN c ELSE 0 END FROM shared_from) AS from_n,
            (SELECT example FROM shared_from) AS from_row,
@@ -786,8 +777,46 @@ shared AS (
            (SELECT example FROM shared_recorded) AS recorded_row
     FROM loaded
 )
-SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, overlapping, shared
+SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, shared
 """
+# The overlapping_values flag (the same rule as check()): the revisions of the candidate keys
+# with their belief intervals, and the rows whose value overlaps another fact's value of the
+# same key in both valid and belief time. Candidates are the single-valued keys with more than
+# one value in this load. Keys are matched by 64-bit hashes (integers compare far faster than
+# text; a collision only adds a candidate, as the test compares the values). {keys} is a query
+# of the candidates' hashes ``kh``: _WRITTEN_KEYS (the keys the write saw change value between
+# adjacent sorted rows) or, when nothing is written, _ALL_CHANGING_KEYS.
+_OVERLAP_SQL = """
+WITH revs AS (
+    SELECT r.__row, _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
+           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
+           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
+           lead(r.recorded_at) OVER (PARTITION BY _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
+                                     ORDER BY r.recorded_at) AS next_recorded_at
+    FROM _bf_rows r
+    WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM ({keys}) k)
+      AND NOT list_contains($multi, r.predicate)
+),
+believed AS (
+    SELECT *, CASE WHEN retracted_at > recorded_at
+                   THEN least(retracted_at, coalesce(next_recorded_at, retracted_at))
+                   ELSE next_recorded_at END AS believed_until
+    FROM revs WHERE retracted_at IS NULL OR retracted_at > recorded_at
+)
+SELECT count(*) AS n, min(__row) AS example FROM (
+    SELECT a.__row FROM believed a JOIN believed b
+      ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+     AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+     AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
+     AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
+    GROUP BY a.__row)
+"""
+_ALL_CHANGING_KEYS = """
+SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
+WHERE NOT list_contains($multi, predicate)
+GROUP BY kh HAVING min(hash(object)) <> max(hash(object))
+"""
+_WRITTEN_KEYS = "SELECT hash(w.scope, w.subject, w.predicate) AS kh FROM _bf_written_keys w"
 _FLAGS_SQL = """
 CREATE TEMP TABLE _bf_flags AS
 SELECT unnest([
@@ -797,7 +826,6 @@ SELECT unnest([
     {'flag': 'inferred_start', 'count': no_start_n, 'example_row': no_start_row},
     {'flag': 'shared_valid_from', 'count': coalesce(from_n, 0), 'example_row': from_row},
     {'flag': 'shared_recorded_at', 'count': coalesce(recorded_n, 0), 'example_row': recorded_row},
-    {'flag': 'overlapping_values', 'count': n, 'example_row': example},
     {'flag': 'unreadable_time', 'count': unreadable_n, 'example_row': unreadable_row}
 ], recursive := true)
 FROM _bf_counts
@@ -857,7 +885,7 @@ SELECT {late_fact_id} AS fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
        coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
        revision_ AS revision, first_recorded_at__ AS first_recorded_at, true AS folded,
-       folded_until__ AS folded_until
+       folded_until__ AS folded_until{id_parts}
 FROM sorted
 """
 # How revision number, first recorded time and belief end are derived: over every row of a
@@ -869,13 +897,38 @@ _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorde
                      "folded_until": "folded_until_"}
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts
-# like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers and
-# the id string is made after it.
+# like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers,
+# which leave the query as the columns _id_us and _id_serial; the id text is made from them
+# by _generated_ids while the batch is written (a quarter of the write query's CPU in SQL).
 _GIVEN_IDS = {"early_fact_id": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
-              "fact_order": "fact_id", "late_fact_id": "fact_id"}
-_GENERATED_IDS = {"early_fact_id": "r.fact_id",
-                  "fact_order": "least(greatest(epoch_us(first_recorded_at_), 0), 72057594037927935), __row",
-                  "late_fact_id": "_bf_fact_id(NULL, first_recorded_at_, __row, nonce)"}
+              "fact_order": "fact_id", "late_fact_id": "fact_id", "id_parts": ""}
+_ID_US = "least(greatest(epoch_us(first_recorded_at_), 0), 72057594037927935)"
+_GENERATED_IDS = {"early_fact_id": "r.fact_id", "fact_order": f"{_ID_US}, __row",
+                  "late_fact_id": "CAST(NULL AS VARCHAR)",
+                  "id_parts": f", {_ID_US} AS _id_us, nonce + __row AS _id_serial"}
+
+#: Two lowercase hex digits per byte value, as the two bytes of a little-endian uint16.
+_HEX_PAIRS = np.array([ord(f"{b:02x}"[0]) | ord(f"{b:02x}"[1]) << 8 for b in range(256)], dtype="<u2")
+
+
+def _generated_ids(us: pa.Array, serial: pa.Array) -> pa.Array:
+    """The ids ``_bf_fact_id`` makes, as one Arrow string array: 14 lowercase hex digits of
+    ``us`` (< 2^56) then 15 of ``serial`` (< 2^60), for the whole batch at once: each
+    big-endian byte becomes its two digits by one table lookup (no Python per row; about a
+    third of the CPU of the SQL macro).
+
+    >>> _generated_ids(pa.array([1]), pa.array([255])).to_pylist()
+    ['000000000000010000000000000ff']
+    """
+    n = len(us)
+    digits = np.empty((n, 29), np.uint8)
+    us_bytes = us.to_numpy().astype(">u8").view(np.uint8).reshape(n, 8)
+    serial_bytes = serial.to_numpy().astype(">u8").view(np.uint8).reshape(n, 8)
+    digits[:, :14] = _HEX_PAIRS[us_bytes[:, 1:]].view(np.uint8)  # the top byte of us is 0
+    digits[:, 14:] = _HEX_PAIRS[serial_bytes].view(np.uint8)[:, 1:]  # so is serial's top digit
+    offsets = np.arange(0, 29 * (n + 1), 29, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits))
+
 
 #: Columns the Parquet writer dictionary-encodes (few distinct values in practice) and the
 #: columns it keeps min/max statistics for (those a reader filters on; not the free text).
@@ -916,7 +969,7 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
 
 
 def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
-                    ingested_at: datetime, notify: Progress) -> int:
+                    ingested_at: datetime, notify: Progress, finish: Callable[[pa.Table], None]) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
@@ -924,6 +977,8 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     point queries prune row groups) into one Parquet file in the table folder, which is
     committed in one transaction (:meth:`Storage.add_files`). No row becomes a Python object:
     Arrow's Parquet writer encodes each batch (in about half the CPU time DuckDB's COPY takes).
+    Once the file is written and before it is committed, ``finish`` gets the keys whose value
+    changes between adjacent rows (:class:`_ValueChanges`): the report's overlap test.
     """
     if loaded == 0:
         return 0
@@ -937,21 +992,65 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     storage = mem._storage
     target = storage.new_file_path()
     written = 0
+    changes = _ValueChanges()
     try:
         with pq.ParquetWriter(target, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
                               write_statistics=_STATISTICS_COLUMNS) as out:
             for key_range in _key_ranges(con, loaded):
                 rows = con.sql(query, params={"origin": origin, "ingested_at": ingested_at, **key_range})
                 for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
+                    if not has_fact_id:
+                        ids = _generated_ids(batch.column("_id_us"), batch.column("_id_serial"))
+                        batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
+                                                           names=EVENT_SCHEMA.names)
                     out.write_batch(batch.cast(EVENT_SCHEMA), row_group_size=_ROW_GROUP_ROWS)
+                    changes.see(batch)
                     written += batch.num_rows
                 notify("write", written)
+        finish(changes.keys())
     except BaseException:
         target.unlink(missing_ok=True)
         raise
     storage.add_files([target])
     storage.write_clock(storage.latest_version(), last_api_us)
     return written
+
+
+class _ValueChanges:
+    """The keys (scope, subject, predicate) whose object differs between two adjacent rows of
+    the written stream. The stream is sorted by key, so a key's rows are adjacent and a key
+    holds more than one value exactly when it appears here: the candidates of the overlap
+    test, found with a few vectorised comparisons per batch instead of a group per key.
+    """
+
+    _KEY = ("scope", "subject", "predicate")
+
+    def __init__(self) -> None:
+        self._found: list[pa.Table] = []
+        self._last: pa.RecordBatch | None = None  # the previous batch's last row
+
+    def see(self, batch: pa.RecordBatch) -> None:
+        """Note the changes inside ``batch`` and between the previous batch and it."""
+        if batch.num_rows == 0:
+            return
+        cols = batch.select([*self._KEY, "object"])
+        # The boundary: the previous batch's last row before this one (a two-row batch).
+        pairs = [cols] if self._last is None else [pa.concat_batches([self._last, cols.slice(0, 1)]), cols]
+        for part in pairs:
+            before, after = part.slice(0, part.num_rows - 1), part.slice(1)
+            same_key = pc.and_(pc.and_(pc.equal(before["scope"], after["scope"]),
+                                       pc.equal(before["subject"], after["subject"])),
+                               pc.equal(before["predicate"], after["predicate"]))
+            changed = pc.and_(same_key, pc.not_equal(before["object"], after["object"]))
+            if pc.any(changed).as_py():
+                self._found.append(pa.Table.from_batches([after.select(list(self._KEY)).filter(changed)]))
+        self._last = cols.slice(cols.num_rows - 1)
+
+    def keys(self) -> pa.Table:
+        """The keys seen changing value, each once."""
+        if not self._found:
+            return pa.table({k: pa.array([], pa.string()) for k in self._KEY})
+        return pa.concat_tables(self._found).group_by(list(self._KEY)).aggregate([])
 
 
 def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
