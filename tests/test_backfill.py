@@ -313,6 +313,70 @@ def test_overlapping_values_follow_predicate_arity(mem: tm.Memory) -> None:
     assert multi.backfill(rows).flag_count("overlapping_values") == 0
 
 
+def test_generated_ids_are_the_fact_id_macro_made_per_batch() -> None:
+    # The write makes generated ids from two integers (numpy, per batch); they must equal the
+    # SQL macro's ids, digit for digit, including the clamped ends of the µs range.
+    con = duckdb.connect()
+    con.execute(backfill_module._FACT_ID_MACRO)
+    cases = [("1970-01-01 00:00:00+00", 0, 0), ("1960-05-01 00:00:00+00", 3, 7),  # before 1970: µs 0
+             ("2025-01-01 12:34:56.789012+00", 41, (1 << 59) - 1), ("9999-12-31 23:59:59.999999+00", 10**9, 12345)]
+    expected, us, serial = [], [], []
+    clamp = backfill_module._ID_US.replace("first_recorded_at_", "$t::TIMESTAMPTZ")
+    for at, row_, nonce in cases:
+        made, clamped = con.sql(f"SELECT _bf_fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), {clamp}",
+                                params={"t": at, "r": row_, "n": nonce}).fetchall()[0]
+        expected.append(made)
+        us.append(clamped)
+        serial.append(nonce + row_)
+    assert us[:2] == [0, 0] and us[3] == (1 << 56) - 1  # 9999 is past 2^56 µs: the top value
+    got = backfill_module._generated_ids(pa.array(us, pa.int64()), pa.array(serial, pa.int64())).to_pylist()
+    assert got == expected
+    assert got[0] == "0" * 29 and got[3].startswith("f" * 14)
+
+
+def test_value_changes_are_seen_inside_and_across_batches() -> None:
+    # Sorted rows in four batches: (s, a, p) changes value across a batch boundary, (t, c, p)
+    # inside a batch; a change of predicate or scope between neighbours is no change of value.
+    def batch(*rows: tuple[str, str, str, str]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pylist([dict(zip(("scope", "subject", "predicate", "object"), r, strict=True))
+                                           for r in rows])
+
+    changes = backfill_module._ValueChanges()
+    changes.see(batch(("s", "a", "p", "x"), ("s", "a", "p", "x")))
+    changes.see(batch(("s", "a", "p", "y")))
+    changes.see(batch(("s", "b", "p", "x"), ("s", "b", "q", "y")))
+    changes.see(batch(("t", "b", "q", "z"), ("t", "c", "p", "1"), ("t", "c", "p", "2"), ("t", "c", "p", "1")))
+    assert sorted(changes.keys().to_pylist(), key=lambda k: tuple(k.values())) == [
+        {"scope": "s", "subject": "a", "predicate": "p"}, {"scope": "t", "subject": "c", "predicate": "p"}]
+    assert backfill_module._ValueChanges().keys().num_rows == 0
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2, 3, None])
+def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Path, monkeypatch, batch_rows) -> None:
+    # api (rows 0, 1) and zeta (rows 8, 9) hold two values at once; cache repeats one value;
+    # db's values follow each other in valid time, queue's in belief time (row 6 is retracted
+    # before row 7 is recorded). Expected: 4 rows, first row 0, however the stream is batched.
+    rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
+            row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
+            row("db", "a", recorded_at="2025-01-01", valid_from="2024-01-01", valid_to="2024-06-01"),
+            row("db", "b", recorded_at="2025-01-02", valid_from="2024-06-01"),
+            row("cache", "x", recorded_at="2025-01-01"), row("cache", "x", recorded_at="2025-01-03"),
+            row("queue", "q1", recorded_at="2025-01-01", retracted_at="2025-01-05"),
+            row("queue", "q2", recorded_at="2025-01-06"),
+            row("zeta", "z1", recorded_at="2025-01-01"), row("zeta", "z2", recorded_at="2025-01-01")]
+    if batch_rows is not None:
+        monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", batch_rows)
+    mem = tm.open(tmp_path / "store", create=True)
+    report = mem.backfill(rows)
+    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 4, 0)]
+    assert report.revisions == 11
+    # Nothing written (strict, one row rejected): the same flag, from every key of the load.
+    with pytest.raises(tm.BackfillError) as caught:
+        tm.open(tmp_path / "strict", create=True).backfill([*rows, row("bad", recorded_at="never")], strict=True)
+    assert caught.value.report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [
+        ("overlapping_values", 4, 0)]
+
+
 def test_inferred_start_flag_and_given_inferred(mem: tm.Memory) -> None:
     report = mem.backfill([row("a"), row("b", valid_from="2024-01-01", valid_from_inferred="true"),
                            row("c", valid_from="2024-01-01")])
