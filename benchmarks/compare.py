@@ -669,7 +669,7 @@ def run_size(revisions: int, systems: list[str], runs: int, probes: int, many: i
             system.close()
             continue
         print(f"-- {name}: loaded in {load_s:.1f} s", flush=True)
-        figures: dict[str, Any] = {"load_s": round(load_s, 1), "classes": {}}
+        figures: dict[str, Any] = {"load_s": round(load_s, 1), "classes": {}, "load_average_before": _load_average()}
         for cls in CLASSES:
             if (name, cls) in _SKIP_REASONS:
                 figures["classes"][cls] = {"skipped": _SKIP_REASONS[(name, cls)]}
@@ -697,9 +697,23 @@ def run_size(revisions: int, systems: list[str], runs: int, probes: int, many: i
             print(f"   {cls:22s} {fig['median_ms']:10.2f} ms  (min {fig['min_ms']:.2f}, max {fig['max_ms']:.2f}, "
                   f"{fig['runs']} runs)  rows {fig['rows']}", flush=True)
         system.close()
+        figures["load_average_after"] = _load_average()
+        figures["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
         out["systems"][name] = figures
     shutil.rmtree(tmp / "wl", ignore_errors=True)
     return out
+
+
+def _merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """A run of some systems adds to (or replaces) their figures in an earlier run of the same
+    size, so that a slow system (PostgreSQL at 10M) can be measured on its own; the data is the
+    same because the generator is deterministic. Runs of a different workload start afresh."""
+    same = ("revisions", "probes", "assert_many_rows", "assert_many_existing_keys")
+    if old is None or any(old.get(k) != new.get(k) for k in same):
+        return new
+    systems = {**old["systems"], **new["systems"]}
+    skipped = {s: r for s, r in {**old.get("skipped", {}), **new["skipped"]}.items() if s not in systems}
+    return {**old, "systems": systems, "skipped": skipped}
 
 
 def _load_average() -> list[float]:
@@ -746,7 +760,7 @@ def main() -> None:
             fig = run_size(size, systems, args.runs, probes, int(args.many), Path(tmp), skip_load)
         fig["load_average"] = {"before": load_before, "after": _load_average()}
         fig["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-        results["sizes"][str(size)] = fig
+        results["sizes"][str(size)] = _merged(results["sizes"].get(str(size)), fig)
         args.results.write_text(json.dumps(results, indent=1))
         import report
 

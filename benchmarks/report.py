@@ -83,6 +83,11 @@ def write(results: dict[str, Any], md: Path, png: Path) -> None:
         ]
         loads = [f"{SYSTEM_NAMES[s]} {size['systems'][s]['load_s']} s" for s in SYSTEMS if s in size["systems"]]
         lines.append(f"Load times: generation + tempomem store {size['generate_s']} s; " + "; ".join(loads) + ".")
+        runs = [f"{SYSTEM_NAMES[s]} {f['finished']} (1-min load {f['load_average_before'][0]:.1f} → "
+                f"{f['load_average_after'][0]:.1f})" for s in SYSTEMS
+                if "finished" in (f := size["systems"].get(s, {}))]
+        if runs:
+            lines.append("Each system's run finished: " + "; ".join(runs) + ".")
         for s, reason in size.get("skipped", {}).items():
             lines.append(f"**{SYSTEM_NAMES[s]} skipped**: {reason}.")
         lines += ["", "| class | system | median ms | min–max ms | runs | rows | ratio to tempomem |",

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 import tempomem as tm
 from tempomem.schema import EVENT_SCHEMA, SORT_KEYS
+from tempomem.storage import _ROW_GROUP_ROWS
 
 PREDICATES = ["p0", "p1", "p2", "p3", "m0", "m1"]
 MULTI = {"m0": "multi", "m1": "multi"}
@@ -195,9 +196,9 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
             events = con.sql(_EVENTS_SQL, params={"lo": lo, "hi": min(subjects, lo + per_batch),
                                                   "correction_rate": correction_rate}).to_arrow_table()
             events = events.cast(EVENT_SCHEMA)
-            # the store's own layout: 16k-row groups, zstd (as storage's writer properties)
+            # the store's own layout: its row-group size, zstd (as storage's writer properties)
             files.append(storage.new_file_path())
-            pq.write_table(events, files[-1], row_group_size=16 * 1024, compression="zstd")
+            pq.write_table(events, files[-1], row_group_size=_ROW_GROUP_ROWS, compression="zstd")
             con.register("batch", events)
             flat = con.sql(_FLAT_SQL).to_arrow_table()
             con.unregister("batch")

@@ -37,7 +37,10 @@ T = TypeVar("T")
 
 _META_DIR = "_tempomem"
 _LOG_DIR = "_delta_log"
-_ROW_GROUP_ROWS = 16 * 1024
+#: Rows per Parquet row group: DuckDB's own size. A scan pays a fixed cost per row group and
+#: projected column even where statistics skip the group, which at 16k rows dominated a point
+#: query at 10M revisions (31 ms CPU of scan overhead for one row of data; 5 ms at this size).
+_ROW_GROUP_ROWS = 122_880
 #: Compact once this many files under _SMALL_FILE_BYTES have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
 _SMALL_FILE_BYTES = 16 * 1024 * 1024
@@ -49,7 +52,7 @@ _FOLD_WHEN_FRESH_SHARE = 8
 #: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
 _FOLD_MEMORY = "2GB"
 #: A fold writes files of at most this many row groups (1M rows).
-_FOLD_ROW_GROUPS_PER_FILE = 64
+_FOLD_ROW_GROUPS_PER_FILE = 8
 
 
 @dataclass(frozen=True)
