@@ -382,17 +382,19 @@ def _parsed_time_sql(col: str, duck_type: str, epoch_unit: str) -> str:
     if t in _NUMERIC or t.startswith("DECIMAL"):
         return f"CAST(try(make_timestamp(CAST(round(CAST({col} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ)"
     if t == "VARCHAR":
-        s = f"trim({col})"
-        # The common case (a full ISO string) is one cast of the text as it is; trim() copies
-        # the text, so it and the patterns only see the values that cast refused.
-        return (
-            f"coalesce(TRY_CAST({col} AS TIMESTAMPTZ), TRY_CAST({s} AS TIMESTAMPTZ), "
-            f"CASE WHEN regexp_full_match({s}, '[0-9]{{4}}') THEN TRY_CAST({s} || '-01-01' AS TIMESTAMPTZ) "
-            f"WHEN regexp_full_match({s}, '[0-9]{{4}}-[0-9]{{2}}') THEN TRY_CAST({s} || '-01' AS TIMESTAMPTZ) "
-            f"WHEN regexp_full_match({s}, '-?[0-9]{{7,}}([.][0-9]*)?') THEN CAST(try(make_timestamp("
-            f"CAST(round(CAST({s} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ) "
-            "END)"
+        # The common case (a full ISO string) is one cast of the text as it is. Only the values
+        # it refuses are trimmed (trim() copies the text) and matched against the partial-date
+        # and epoch patterns. That fallback is a lambda over the one trimmed value: written
+        # out, its repeated trim() would be hoisted by DuckDB's common-subexpression pass and
+        # computed for every row (+150% CPU for the column).
+        fallback = (
+            "coalesce(TRY_CAST(s AS TIMESTAMPTZ), "
+            "CASE WHEN regexp_full_match(s, '[0-9]{4}') THEN TRY_CAST(s || '-01-01' AS TIMESTAMPTZ) "
+            "WHEN regexp_full_match(s, '[0-9]{4}-[0-9]{2}') THEN TRY_CAST(s || '-01' AS TIMESTAMPTZ) "
+            "WHEN regexp_full_match(s, '-?[0-9]{7,}([.][0-9]*)?') THEN CAST(try(make_timestamp("
+            f"CAST(round(CAST(s AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ) END)"
         )
+        return f"coalesce(TRY_CAST({col} AS TIMESTAMPTZ), list_transform([trim({col})], lambda s: {fallback})[1])"
     return "CAST(NULL AS TIMESTAMPTZ)"
 
 
@@ -611,8 +613,9 @@ class _Loader:
         con.execute("CREATE TEMP TABLE _bf_const AS SELECT CAST($nonce AS BIGINT) AS nonce",
                     {"nonce": secrets.randbits(59)})
         con.execute(_FACT_ID_MACRO)
-        con.execute("CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_checked WHERE _h IS NOT NULL "
-                    "GROUP BY _h HAVING count(*) > 1")
+        con.register("_bf_repeated_hashes", pa.table({"_h": _repeated(
+            con.sql("SELECT _h FROM _bf_checked_rows WHERE _h IS NOT NULL").to_arrow_table()["_h"])}))
+        con.execute("CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_repeated_hashes")
         con.execute(_MERGED_SQL)
         con.execute(_CANDIDATES_SQL)
         con.execute("CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
@@ -659,6 +662,18 @@ class _Loader:
                              schema=_FLAGS_SCHEMA)
         return pl.concat([flags, found]).sort("flag")
 
+
+
+def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
+    """The values occurring more than once in ``hashes`` (each once), by sorting them: the
+    row hashes of a load are nearly all distinct, and a sort of 64-bit integers costs a
+    fifth of the CPU of DuckDB's group per hash (10M rows: ~0.5 against ~2.5 s).
+
+    >>> _repeated(pa.chunked_array([[5, 1, 5, 2, 1, 5]], pa.uint64())).tolist()
+    [1, 5]
+    """
+    values = np.sort(hashes.to_numpy())
+    return np.unique(values[1:][values[1:] == values[:-1]])
 
 # The columns two rows must share to be exact repeats (artifacts aside: they are merged).
 _ROW_VALUES = ("fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source, superseded_by, "

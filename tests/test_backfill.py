@@ -673,3 +673,12 @@ def test_an_integer_beyond_64_bits_in_dicts_is_a_rejected_row(mem: tm.Memory) ->
     assert report.loaded == 1
     assert report.rejected.rows() == [
         (0, "retracted_at", "9223372036854775808", "cannot read 9223372036854775808 as a time")]
+
+
+def test_repeated_hashes_are_found_by_sorting_across_chunks() -> None:
+    # The row hashes arrive in several chunks; a value repeated across chunks counts, each
+    # repeated value is listed once, and values seen once are not.
+    hashes = pa.chunked_array([[7, 3, 2**64 - 1], [3, 9], [2**64 - 1, 3, 0]], pa.uint64())
+    assert backfill_module._repeated(hashes).tolist() == [3, 2**64 - 1]
+    assert backfill_module._repeated(pa.chunked_array([[1, 2, 3]], pa.uint64())).tolist() == []
+    assert backfill_module._repeated(pa.chunked_array([], pa.uint64())).tolist() == []
