@@ -707,13 +707,14 @@ def run_size(revisions: int, systems: list[str], runs: int, probes: int, many: i
 def _merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """A run of some systems adds to (or replaces) their figures in an earlier run of the same
     size, so that a slow system (PostgreSQL at 10M) can be measured on its own; the data is the
-    same because the generator is deterministic. Runs of a different workload start afresh."""
+    same because the generator is deterministic. The size's own fields (generation time, load)
+    are the latest run's. Runs of a different workload start afresh."""
     same = ("revisions", "probes", "assert_many_rows", "assert_many_existing_keys")
     if old is None or any(old.get(k) != new.get(k) for k in same):
         return new
     systems = {**old["systems"], **new["systems"]}
     skipped = {s: r for s, r in {**old.get("skipped", {}), **new["skipped"]}.items() if s not in systems}
-    return {**old, "systems": systems, "skipped": skipped}
+    return {**new, "systems": systems, "skipped": skipped}
 
 
 def _load_average() -> list[float]:
