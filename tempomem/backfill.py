@@ -254,6 +254,13 @@ def _bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -
     if isinstance(data, str | os.PathLike):
         files, fmt = input_files(data, format)
         try:
+            if fmt == "parquet" and len(files) == 1:
+                # One file: its row number is the input position (no join with the offsets).
+                src = con.read_parquet(files, file_row_number=True)
+                src.create_view("_bf_file", replace=True)
+                con.execute("CREATE TEMP VIEW _bf_src AS SELECT CAST(file_row_number AS BIGINT) AS __row, "
+                            "* EXCLUDE (file_row_number) FROM _bf_file")
+                return
             if fmt == "parquet":
                 # file_row_number restarts in every file: add the rows of the files before it.
                 con.sql(
