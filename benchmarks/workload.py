@@ -17,10 +17,11 @@ The history (deterministic: every random draw is a hash of the row's coordinates
 So a key has 9 revisions, 10 when corrected (≈ 9.2 on average with the default 20%).
 
 Outputs, under ``out/``:
-- ``store/``: the tempomem store, rows sorted by ``schema.SORT_KEYS``: one Parquet file per
-  batch of subjects (about 1M rows; 16k-row groups, zstd, as the store writes them), all
-  committed as one Delta commit through ``Storage.add_files`` under the writer lock, so 10M
-  revisions never sit in memory at once;
+- ``store/``: the tempomem store: one Parquet file per batch of subjects (about 1M rows, the
+  store's row groups, zstd), all committed as one Delta commit through ``Storage.add_files``
+  under the writer lock, so 10M revisions never sit in memory at once; then folded
+  (``Storage.fold``), which is the layout a store gives itself when it compacts: the rows still
+  believed first, then the rest, each part sorted by ``schema.SORT_KEYS``;
 - ``flat.parquet``: the same history in the four-timestamp design the other systems load:
   one row per *version* of a fact (``fact_id``, ``version``, ``subject``, ``predicate``,
   ``object``, ``valid_from``, ``valid_to``, ``asserted_at``, ``retracted_at``, ``single``), where a version's
@@ -206,6 +207,8 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
                 flat_writer = pq.ParquetWriter(out / "flat.parquet", flat.schema, compression="zstd")
             flat_writer.write_table(flat, row_group_size=128 * 1024)
         storage.add_files(files)  # one atomic Delta commit of every batch file
+        # then the layout the store gives itself when it compacts: a fold (believed rows first)
+        storage.fold()
     if flat_writer is not None:
         flat_writer.close()
     return Workload(out, revisions=mem.sql("SELECT count(*) FROM _tm_events").fetchall()[0][0], subjects=subjects)

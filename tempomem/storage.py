@@ -426,9 +426,13 @@ class Storage:
             con.execute("SET temp_directory = $dir", {"dir": spill})
             bind_files(con, snap.files, first=True)
             folder = self.path / f"fold-{uuid.uuid4()}"
-            order = ", ".join(name for name, _ in SORT_KEYS)
+            # The rows still believed first, then the rest, each part in key order: `facts`
+            # (snapshots, point queries, history) reads only the first part, skipping the row
+            # groups of the second by their statistics (at 10M revisions of which 1.2M are
+            # believed, a snapshot as_of: 4.2 -> 2.8 s CPU).
+            order = "folded_until IS NOT NULL, " + ", ".join(name for name, _ in SORT_KEYS)
             try:
-                # Files of _FOLD_ROW_GROUPS_PER_FILE row groups, in key order across files: a
+                # Files of _FOLD_ROW_GROUPS_PER_FILE row groups, in that order across files: a
                 # point query then reads the footer of files it skips, not of every row group.
                 con.execute(f"COPY (SELECT * FROM _tm_folded ORDER BY {order}) TO $folder "
                             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {_ROW_GROUP_ROWS}, "

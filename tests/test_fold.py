@@ -99,3 +99,20 @@ def test_compaction_folds_once_fresh_rows_are_a_large_share(mem: tm.Memory, cloc
     assert _folded_share(mem) == (7, 7)
     _same_as_plain_definition(mem)
     assert mem.current("ada")["object"].to_list() == ["city-3"]
+
+
+def test_a_fold_stores_the_believed_rows_first_each_part_in_key_order(mem: tm.Memory, clock) -> None:
+    clock.set("2026-01-01")
+    mem.assert_fact("bob", "city", "Oslo", valid_from="2020")
+    mem.assert_fact("ada", "city", "Helsinki", valid_from="2020")
+    clock.set("2026-02-01")
+    mem.assert_fact("ada", "city", "Berlin", valid_from="2025")          # closes Helsinki: rev 2
+    mem.assert_fact("bob", "city", "Bergen", valid_from="2024")          # closes Oslo: rev 2
+    mem._storage.fold()
+    (path,) = mem._storage.snapshot().files
+    rows = pl.read_parquet(path).select("subject", "object", "revision", believed=pl.col("folded_until").is_null())
+    # Every latest revision is believed, each closed one's predecessor has a stored end; within
+    # a part: scope, subject, predicate, fact_id (a generated id begins with its recording time).
+    assert rows.rows() == [
+        ("ada", "Helsinki", 2, True), ("ada", "Berlin", 1, True), ("bob", "Oslo", 2, True), ("bob", "Bergen", 1, True),
+        ("ada", "Helsinki", 1, False), ("bob", "Oslo", 1, False)]
