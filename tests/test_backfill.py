@@ -471,6 +471,11 @@ def test_row_numbers_run_across_files(mem: tm.Memory, tmp_path: Path) -> None:
     INPUT.tail(1).with_columns(seen=pl.lit("bad")).write_parquet(tmp_path / "b.parquet")
     report = mem.backfill(str(tmp_path / "*.parquet"), mapping=MAPPING)
     assert report.rejected.select("row", "field").rows() == [(2, "recorded_at")]
+    # One file (read without the offsets join): its row number is the position.
+    one = tm.open(tmp_path / "one", create=True)
+    pl.concat([INPUT.head(2), INPUT.tail(1).with_columns(seen=pl.lit("bad"))]).write_parquet(tmp_path / "one.parquet")
+    assert one.backfill(tmp_path / "one.parquet", mapping=MAPPING).rejected.select("row", "field").rows() == [
+        (2, "recorded_at")]
 
 
 # -- round trip --------------------------------------------------------------------------------------
