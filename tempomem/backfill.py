@@ -670,7 +670,6 @@ class _Loader:
         return pl.concat([flags, found]).sort("flag")
 
 
-
 def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
     """The values occurring more than once in ``hashes`` (each once), by sorting them: the
     row hashes of a load are nearly all distinct, and a sort of 64-bit integers costs a
@@ -681,6 +680,7 @@ def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
     """
     values = np.sort(hashes.to_numpy())
     return np.unique(values[1:][values[1:] == values[:-1]])
+
 
 # The columns two rows must share to be exact repeats (artifacts aside: they are merged).
 _ROW_VALUES = ("fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source, superseded_by, "
