@@ -644,7 +644,8 @@ def run_size(revisions: int, systems: list[str], runs: int, probes: int, many: i
     """Generate one size, load every system, run every class; returns the figures of this size."""
     t0 = time.perf_counter()
     wl = workload.build(tmp / "wl", revisions)
-    out: dict[str, Any] = {"revisions": wl.revisions, "subjects": wl.subjects, "keys": wl.subjects * 6,
+    # the point-query keys and the probes are drawn after `runs` keys: runs are part of the inputs
+    out: dict[str, Any] = {"revisions": wl.revisions, "subjects": wl.subjects, "keys": wl.subjects * 6, "runs": runs,
                            "generate_s": round(time.perf_counter() - t0, 1), "probes": probes,
                            "assert_many_rows": many, "systems": {}, "skipped": {}}
     print(f"\n== {wl.revisions:,} revisions ({wl.subjects * 6:,} keys), generated in {out['generate_s']} s",
@@ -709,7 +710,7 @@ def _merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     size, so that a slow system (PostgreSQL at 10M) can be measured on its own; the data is the
     same because the generator is deterministic. The size's own fields (generation time, load)
     are the latest run's. Runs of a different workload start afresh."""
-    same = ("revisions", "probes", "assert_many_rows", "assert_many_existing_keys")
+    same = ("revisions", "probes", "assert_many_rows", "assert_many_existing_keys", "runs")
     if old is None or any(old.get(k) != new.get(k) for k in same):
         return new
     systems = {**old["systems"], **new["systems"]}
