@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tempomem as tm
-from tempomem.schema import EVENT_SCHEMA, SORT_KEYS
+from tempomem.schema import EVENT_SCHEMA, PREVIOUS, PREVIOUS_COLUMNS, SORT_KEYS
 from tempomem.storage import _ROW_GROUP_ROWS
 
 PREDICATES = ["p0", "p1", "p2", "p3", "m0", "m1"]
@@ -53,27 +53,33 @@ T0 = "2026-01-01"
 #: Rows per generated batch (a whole number of subjects each).
 _BATCH_REVISIONS = 1_000_000
 
-#: Columns of a generated revision row: the stored columns less those a fold derives.
-HISTORY_SCHEMA = pa.schema([f for f in EVENT_SCHEMA if f.name not in ("first_recorded_at", "folded", "folded_until")])
+#: Columns of a generated revision row: the stored columns less those derived from the other
+#: revisions of the fact (the previous revision's, first recorded time, belief end).
+HISTORY_SCHEMA = pa.schema([f for f in EVENT_SCHEMA
+                            if f.name not in (*PREVIOUS_COLUMNS, "first_recorded_at", "folded", "folded_until")])
+_PREVIOUS_SQL = ", ".join(f"lag(h.{n}) OVER w AS prev_{n}" for n in PREVIOUS)
 
 
 def as_stored(history: pa.Table) -> pa.Table:
     """Rows of complete fact histories (``HISTORY_SCHEMA``) as the store keeps them folded.
 
-    The same derivation as the store's fold (``revisions.sql``): first recorded time per fact
-    and each revision's belief end, so the generated store needs no fold before it is read.
+    What the write path and a fold store (``schema.PREVIOUS``, ``revisions.sql``): the previous
+    revision's columns, first recorded time per fact and each revision's belief end, so the
+    generated store needs no fold before it is read.
     """
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.register("history", history)
-    return con.sql("""
-        SELECT h.*, min(h.recorded_at) OVER (PARTITION BY h.fact_id) AS first_recorded_at, true AS folded,
-               lead(h.recorded_at) OVER (PARTITION BY h.fact_id ORDER BY h.revision) AS folded_until
-        FROM history AS h ORDER BY h.scope, h.subject, h.predicate, h.fact_id, h.revision
+    return con.sql(f"""
+        SELECT h.*, {_PREVIOUS_SQL}, min(h.recorded_at) OVER (PARTITION BY h.fact_id) AS first_recorded_at,
+               true AS folded, lead(h.recorded_at) OVER w AS folded_until
+        FROM history AS h
+        WINDOW w AS (PARTITION BY h.fact_id ORDER BY h.revision)
+        ORDER BY h.scope, h.subject, h.predicate, h.fact_id, h.revision
     """).to_arrow_table().cast(EVENT_SCHEMA)
 
 
-# One batch of subjects [$lo, $hi): every revision row of their keys, in EVENT_SCHEMA order.
+# One batch of subjects [$lo, $hi): every revision row of their keys, in HISTORY_SCHEMA order.
 # u(tag) is a uniform [0, 1) draw hashed from (subject, predicate, value, tag).
 _EVENTS_SQL = f"""
 WITH keys AS (
@@ -131,12 +137,8 @@ SELECT fact_id, 'default' AS scope, subject, predicate, 'v' || i || '-' || (hash
        make_timestamptz(sup_at) AS superseded_at, sup_by AS superseded_by, status, reason,
        'tool_verified' AS source, 0.9 AS confidence, 'backfill' AS origin, now() AS ingested_at,
        []::VARCHAR[] AS artifacts, NULL::VARCHAR AS attributes, NULL::FLOAT[] AS embedding,
-       'entity' AS link_type, 1.0 AS weight, CAST(revision AS INTEGER) AS revision,
-       -- whole histories, so stored folded as a backfill writes them (revisions.sql)
-       make_timestamptz(rec) AS first_recorded_at, true AS folded,
-       make_timestamptz(lead(rec_at) OVER (PARTITION BY fact_id ORDER BY revision)) AS folded_until
+       'entity' AS link_type, 1.0 AS weight, CAST(revision AS INTEGER) AS revision
 FROM r
-ORDER BY scope, subject, predicate, fact_id, revision
 """
 
 # The four-timestamp export of one batch of events: one row per version, the retraction
@@ -194,9 +196,10 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
     flat_writer: pq.ParquetWriter | None = None
     with storage.writer_lock():
         for lo in range(0, subjects, per_batch):
-            events = con.sql(_EVENTS_SQL, params={"lo": lo, "hi": min(subjects, lo + per_batch),
-                                                  "correction_rate": correction_rate}).to_arrow_table()
-            events = events.cast(EVENT_SCHEMA)
+            history = con.sql(_EVENTS_SQL, params={"lo": lo, "hi": min(subjects, lo + per_batch),
+                                                   "correction_rate": correction_rate}).to_arrow_table()
+            # whole histories, so stored folded as a backfill writes them
+            events = as_stored(history.cast(HISTORY_SCHEMA))
             # the store's own layout: its row-group size, zstd (as storage's writer properties)
             files.append(storage.new_file_path())
             pq.write_table(events, files[-1], row_group_size=_ROW_GROUP_ROWS, compression="zstd")

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 from . import queries
 from .connection import without_progress_bar
 from .errors import BackfillError, TempomemError
-from .schema import EVENT_SCHEMA, LINK_TYPES
+from .schema import EVENT_SCHEMA, LINK_TYPES, PREVIOUS
 from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
 from .times import MICROSECOND, UTC, system_clock
 
@@ -885,14 +885,16 @@ revs AS (
                CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
                CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
                CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END
-                   AS reason),
+                   AS reason,
+               -- superseded when the row was recorded, unless it says when: both parts agree
+               coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at),
            recorded_at AS first_recorded_at_,
            CASE WHEN part = 0 AND retracted_at > recorded_at THEN retracted_at END AS folded_until_
     FROM derived
 ),
 numbered AS (
     SELECT *, CAST({revision} AS INTEGER) AS revision_, {first_recorded_at} AS first_recorded_at__,
-           {folded_until} AS folded_until__
+           {folded_until} AS folded_until__{previous_window}
     FROM revs
 ),
 sorted AS (
@@ -900,23 +902,31 @@ sorted AS (
 )
 SELECT {late_fact_id} AS fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
-       valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at,
-       coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at,
+       valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at, superseded_at,
        superseded_by, status, reason, source, confidence,
        CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
        coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
        coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
-       revision_ AS revision, first_recorded_at__ AS first_recorded_at, true AS folded,
+       revision_ AS revision, {previous}, first_recorded_at__ AS first_recorded_at, true AS folded,
        folded_until__ AS folded_until{id_parts}
 FROM sorted
 """
 # How revision number, first recorded time and belief end are derived: over every row of a
 # fact when rows share a fact_id, from the row itself otherwise (no window to compute).
+# So are the previous revision's columns (prev_*): the revision before in belief time, or, for
+# the retraction (part 1) of a fact of one row, the row as recorded (part 0), whose columns the
+# row still holds; those need no window, and are made after the sort.
 _BY_ROW = {"revision": "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
            "first_recorded_at": "min(recorded_at) OVER (PARTITION BY fact_id)",
-           "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)"}
+           "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
+           "previous_window": "".join(f", lag({n}) OVER (PARTITION BY fact_id ORDER BY recorded_at, part) AS prev_{n}_"
+                                      for n in PREVIOUS),
+           "previous": ", ".join(f"prev_{n}_ AS prev_{n}" for n in PREVIOUS)}
+_PART_0 = {"recorded_at": "first_recorded_at_", "retracted_at": "CAST(NULL AS TIMESTAMPTZ)", "status": "belief_status"}
 _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorded_at_",
-                     "folded_until": "folded_until_"}
+                     "folded_until": "folded_until_", "previous_window": "",
+                     "previous": ", ".join(f"CASE WHEN part = 1 THEN {_PART_0.get(n, n)} END AS prev_{n}"
+                                           for n in PREVIOUS)}
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts
 # like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers,

@@ -41,7 +41,7 @@ _BUCKET_COLUMNS = {
 # Key filters on the macro's rows; entity buckets have no predicate, so a predicate filter
 # leaves them alone. Forgotten subjects are stored hashed: the caller's names are hashed too.
 _DIFF_QUERY = """
-SELECT * FROM memory_diff($from_at, $to_at, source := '_tm_belief_rows') AS d
+SELECT * FROM memory_diff($from_at, $to_at) AS d
 WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
   AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
        OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from .errors import TempomemError
-from .schema import EVENT_SCHEMA, SORT_KEYS
+from .schema import EVENT_SCHEMA, PREVIOUS, SORT_KEYS
 from .times import MICROSECOND, system_clock
 from .writepath import clean_reason
 
@@ -101,6 +101,9 @@ def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str
         # fact unfolded, the revisions view derives that itself (revisions.sql).
         folded=pl.lit(False),
         folded_until=pl.lit(None, pl.Datetime("us", "UTC")),
+    ).sort("fact_id", "revision").with_columns(
+        # each row repeats the revision before it as it now stands: wiped, or the tombstone's
+        pl.col(name).shift(1).over("fact_id").alias(f"prev_{name}") for name in PREVIOUS
     )
     kept = rows.filter(~erased).with_columns(reason=scrub)
     everything = pl.concat([kept, wiped]).sort(

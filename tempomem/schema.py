@@ -1,7 +1,8 @@
 """The shape of stored facts: the Arrow schema of a revision row and the ``tm.Fact`` record.
 
 A store holds one Parquet row per *revision* of a fact (SPEC §4). Besides the ``facts``
-columns and ``revision``, a stored row carries three columns the views derive belief time from
+columns and ``revision``, a stored row carries the few columns of the revision it follows
+(``prev_*``, what ``memory_diff`` compares) and three columns the views derive belief time from
 (``revisions.sql`` explains them): ``first_recorded_at``, ``folded`` and ``folded_until``.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -45,11 +46,23 @@ FACT_FIELDS: list[pa.Field] = [
     pa.field("weight", pa.float64()),
 ]
 FACT_COLUMNS: list[str] = [f.name for f in FACT_FIELDS]
+_FACT_TYPES = {f.name: f.type for f in FACT_FIELDS}
 
-#: A stored row: the fact columns, the revision number, and what belief time is derived from:
-#: when the fact was first recorded (written with every revision, so ``facts`` needs no
-#: aggregate), and, for rows rewritten by a fold, the row's ``believed_until`` as it stood then.
+#: The columns of a revision that its successor repeats as ``prev_<name>`` (all NULL on a
+#: fact's first revision). A revision never changes once written, so neither do these; a
+#: belief-window question (what changed between two revisions) then reads only the rows
+#: recorded in its window, instead of also finding each one's predecessor among every row
+#: before it (macros.sql, ``memory_diff``).
+PREVIOUS: tuple[str, ...] = ("object", "valid_from", "valid_to", "recorded_at", "retracted_at", "superseded_at",
+                             "superseded_by", "status")
+PREVIOUS_COLUMNS: list[str] = [f"prev_{name}" for name in PREVIOUS]
+
+#: A stored row: the fact columns, the revision number, the previous revision's columns, and
+#: what belief time is derived from: when the fact was first recorded (written with every
+#: revision, so ``facts`` needs no aggregate), and, for rows rewritten by a fold, the row's
+#: ``believed_until`` as it stood then.
 EVENT_SCHEMA = pa.schema([*FACT_FIELDS, pa.field("revision", pa.int32()),
+                          *[pa.field(f"prev_{n}", _FACT_TYPES[n]) for n in PREVIOUS],
                           pa.field("first_recorded_at", _TS), pa.field("folded", pa.bool_()),
                           pa.field("folded_until", _TS)])
 EVENT_COLUMNS: list[str] = EVENT_SCHEMA.names

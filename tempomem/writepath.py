@@ -4,7 +4,8 @@ A *state* is a dict with the event columns of a fact's latest revision, plus
 ``first_recorded_at`` (when the fact was first recorded) and ``_stored_revision`` /
 ``_stored_recorded_at`` (its latest stored revision, ``None`` for a fact born in this commit).
 :class:`Batch` applies operations in order to the states of one commit and yields the new
-revision rows: only each fact's final state within the commit becomes a belief.
+revision rows: only each fact's final state within the commit becomes a belief, and repeats the
+stored revision it follows in its ``prev_*`` columns.
 
 Nothing here touches storage or SQL; the store loads the states and commits the rows.
 """
@@ -20,11 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
-from .schema import FACT_COLUMNS, LINK_TYPES
+from .schema import FACT_COLUMNS, LINK_TYPES, PREVIOUS, PREVIOUS_COLUMNS
 from .times import to_utc
 
 #: What a state carries into its new revision row (the rest is derived in :meth:`Batch.rows`).
 _ROW_FIELDS = (*FACT_COLUMNS, "first_recorded_at")
+_NO_PREVIOUS = (None,) * len(PREVIOUS)
 
 # -- interval arithmetic with the NULL-as-infinity convention ---------------------------------
 
@@ -191,8 +193,14 @@ class Batch:
         self.default_policy = default_policy
         self.states: dict[str, dict[str, Any]] = {}
         self.by_key: dict[Key, list[str]] = {}
+        # What each stored fact's new revision will name as its previous one: the state as
+        # loaded (as last written, recorded then), before this commit's operations change it.
+        self.previous: dict[str, tuple[Any, ...]] = {}
         for state in states:
             self._add(state)
+            if state["_stored_revision"] is not None:
+                stored = dict(state, recorded_at=state["_stored_recorded_at"])
+                self.previous[state["fact_id"]] = tuple(stored[name] for name in PREVIOUS)
         self.touched: dict[str, None] = {}  # insertion-ordered set
 
     def _add(self, state: dict[str, Any]) -> None:
@@ -345,6 +353,7 @@ class Batch:
             state["ingested_at"] = ingested_at
             row = {k: state.get(k) for k in _ROW_FIELDS}
             row["revision"] = (state["_stored_revision"] or 0) + 1
+            row.update(zip(PREVIOUS_COLUMNS, self.previous.get(fact_id, _NO_PREVIOUS), strict=True))
             row["folded"] = False
             row["recorded_at"] = self.commit_time
             row["ingested_at"] = ingested_at

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from polars.testing import assert_frame_equal
+
 import tempomem as tm
 
 UTC = UTC
@@ -33,3 +35,26 @@ class Clock:
 
 def new_store(path: Path, clock: Clock, **kwargs) -> tm.Memory:
     return tm.open(path / "store", create=True, clock=clock, **kwargs)
+
+
+# `revisions` by its plain definition: a window over every raw row gives each revision's belief
+# end and the columns of the revision before it, which a store keeps stored (prev_*).
+PLAIN_REVISIONS = """
+SELECT * EXCLUDE (first_recorded_at, folded, folded_until) REPLACE (
+           lag(object) OVER w AS prev_object, lag(valid_from) OVER w AS prev_valid_from,
+           lag(valid_to) OVER w AS prev_valid_to, lag(recorded_at) OVER w AS prev_recorded_at,
+           lag(retracted_at) OVER w AS prev_retracted_at, lag(superseded_at) OVER w AS prev_superseded_at,
+           lag(superseded_by) OVER w AS prev_superseded_by, lag(status) OVER w AS prev_status),
+       lead(recorded_at) OVER w AS believed_until
+FROM _tm_events
+WINDOW w AS (PARTITION BY fact_id ORDER BY revision)
+"""
+
+
+def assert_previous_columns(mem: tm.Memory) -> None:
+    """Every stored row's prev_* columns are the previous revision's (NULL on revision 1)."""
+    con = mem._connection()
+    stored = con.sql("SELECT * EXCLUDE (first_recorded_at, folded, folded_until) FROM _tm_events "
+                     "ORDER BY fact_id, revision").pl()
+    plain = con.sql(f"SELECT * EXCLUDE (believed_until) FROM ({PLAIN_REVISIONS}) ORDER BY fact_id, revision").pl()
+    assert_frame_equal(stored, plain)

@@ -10,6 +10,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
+from analytics_helpers import assert_previous_columns
 from conftest import ts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 import tempomem as tm
 from tempomem import backfill as backfill_module
 from tempomem.export import export
-from tempomem.schema import EVENT_SCHEMA, STATS_COLUMNS
+from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
 
 
 def revs(mem: tm.Memory, subject: str | None = None) -> pl.DataFrame:
@@ -182,6 +183,19 @@ def test_retracted_at_gives_a_second_retracted_revision(mem: tm.Memory) -> None:
     assert mem.as_believed("2025-01-15", "2025-01-20", "card")["object"].to_list() == ["FR76"]
     assert mem.as_believed("2025-01-15", "2025-02-01", "card").is_empty()
     assert mem.as_of("2025-01-15", "card").is_empty()
+    assert_previous_columns(mem)  # the retraction names the row as recorded as its previous revision
+
+
+def test_a_superseded_row_retracted_later_keeps_its_supersession_time(mem: tm.Memory) -> None:
+    """Without superseded_at, a row is superseded when it was recorded: its later retraction
+    keeps that time, so the diff sees one retraction, not a new supersession."""
+    mem.backfill([row("card", "FR76", recorded_at="2025-01-10", valid_from="2025-01-01", valid_to="2025-01-05",
+                      superseded_by="f-next", retracted_at="2025-02-01")])
+    assert revs(mem).select("revision", "recorded_at", "superseded_at", "status").rows() == [
+        (1, ts("2025-01-10"), ts("2025-01-10"), "superseded"), (2, ts("2025-02-01"), ts("2025-01-10"), "retracted")]
+    assert_previous_columns(mem)
+    d = mem.diff("2025-02-01", "2025-02-02")
+    assert (d.retracted["object"].to_list(), d.changed.height) == (["FR76"], 0)
 
 
 def test_exact_duplicates_load_once_with_artifacts_merged(mem: tm.Memory) -> None:
@@ -402,6 +416,7 @@ def test_rows_of_one_fact_id_are_its_revisions(mem: tm.Memory) -> None:
         (1, None, "live", None), (2, ts("2024-06-01"), "ended", "resized")]
     assert mem.as_believed("2024-08-01", "2025-02-01", "api")["object"].to_list() == ["m5"]
     assert mem.as_believed("2024-08-01", "2025-03-01", "api").is_empty()
+    assert_previous_columns(mem)
     again = mem.backfill([row("api", "m5", fact_id="f1", recorded_at="2025-05-01")])
     assert again.rejected["reason"].to_list() == [
         "already in the store: backfill adds facts, it never rewrites a stored one"]
@@ -561,6 +576,8 @@ def test_random_valid_histories_round_trip_exactly(history: list[dict], tmp_path
     copy = tm.open(folder / "two", create=True)
     copy.backfill(folder / "out.parquet")
     assert _comparable(copy).equals(_comparable(mem))
+    assert_previous_columns(mem)
+    assert_previous_columns(copy)
 
 
 def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
@@ -580,6 +597,7 @@ def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     clock.set("2025-01-03")  # backfilled beliefs did not move the clock
     assert mem.assert_fact("web", "p", "x").recorded_at == ts("2025-01-03")
     assert mem.check().ok
+    assert_previous_columns(mem)
 
 
 
@@ -638,7 +656,11 @@ def test_backfilled_files_are_plain_delta_with_no_values_in_the_log(mem: tm.Memo
         ("alice-secret", 1, "live"), ("alice-secret", 2, "retracted"), ("bob", 1, "live")]
     by_delta = pl.read_delta(str(mem._storage.path)).sort("subject", "revision")
     stored = ["first_recorded_at", "folded", "folded_until"]
-    assert by_delta.drop(stored).equals(revs(mem).drop("believed_until").sort("subject", "revision"))
+    assert by_delta.drop(*PREVIOUS_COLUMNS, *stored).equals(
+        revs(mem).drop("believed_until").sort("subject", "revision"))
+    # the retraction repeats the revision it follows
+    assert by_delta.select("prev_status", "prev_recorded_at").rows() == [
+        (None, None), ("live", ts("2025-01-01T00:00:00.123456Z")), (None, None)]
     # A backfill writes whole histories of new facts, so its rows are stored folded: each with
     # its belief end and its fact's first recorded time, and no window is needed to read them.
     assert by_delta.select(stored).rows() == [

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import polars as pl
 import pytest
-from analytics_helpers import Clock, at, new_store
+from analytics_helpers import PLAIN_REVISIONS, Clock, assert_previous_columns, at, new_store
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -210,11 +210,8 @@ _EVENTS = {  # the macro's rows, comparable across sources
 def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
     """mem.diff's source and the macro over a plain `revisions` table give the same rows."""
     con = mem._connection()
-    # `revisions` by its plain definition: a window over every raw row
-    con.execute("""CREATE OR REPLACE TEMP TABLE plain AS
-                   SELECT * EXCLUDE (first_recorded_at, folded, folded_until),
-                          lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY revision) AS believed_until
-                   FROM _tm_events""")
+    assert_previous_columns(mem)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE plain AS {PLAIN_REVISIONS}")
     # the rows mem.diff reads are those, with belief ends from the fold where it stored them
     assert con.sql("SELECT * EXCLUDE (first_recorded_at) FROM _tm_belief_rows ORDER BY fact_id, revision").pl() \
         .equals(con.sql("SELECT * FROM plain ORDER BY fact_id, revision").pl())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from analytics_helpers import Clock, at, new_store
+from analytics_helpers import Clock, assert_previous_columns, at, new_store
 from deltalake import DeltaTable
 
 import tempomem as tm
@@ -95,6 +95,7 @@ def test_forget_removes_the_bytes_and_keeps_tombstones(store):
                                                 "reason": "GDPR request 118"}]
     assert mem.diff("2026-01-01", "2026-01-09").created.filter(pl.col("subject") == hashed).is_empty()
     assert mem.check().ok, mem.check().problems
+    assert_previous_columns(mem)  # each erased row repeats the wiped revision before it
 
 
 def test_tombstone_follows_a_revision_later_than_the_clock(store):

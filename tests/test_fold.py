@@ -8,15 +8,14 @@ sides of a fold.
 from __future__ import annotations
 
 import polars as pl
+from analytics_helpers import PLAIN_REVISIONS, assert_previous_columns
 from conftest import ts
 
 import tempomem as tm
 from tempomem import storage as storage_module
 
-_PLAIN_REVISIONS = """
-SELECT * EXCLUDE (first_recorded_at, folded, folded_until),
-       lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY revision) AS believed_until
-FROM _tm_events ORDER BY fact_id, revision
+_PLAIN_REVISIONS = f"""
+SELECT COLUMNS(lambda c: NOT starts_with(c, 'prev_')) FROM ({PLAIN_REVISIONS}) ORDER BY fact_id, revision
 """
 _PLAIN_FACTS = """
 SELECT * EXCLUDE (revision, believed_until) REPLACE (min(recorded_at) OVER (PARTITION BY fact_id) AS recorded_at)
@@ -29,6 +28,7 @@ def _same_as_plain_definition(mem: tm.Memory) -> None:
     plain = con.sql(_PLAIN_REVISIONS).pl()
     assert con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(plain)
     assert con.sql("SELECT * FROM facts ORDER BY fact_id").pl().equals(con.sql(_PLAIN_FACTS).pl())
+    assert_previous_columns(mem)
 
 
 def _folded_share(mem: tm.Memory) -> tuple[int, int]:
