@@ -179,9 +179,11 @@ class CheckReport:
 
 def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
              stray_files: list[str]) -> CheckReport:
-    """Invariant violations (macro ``tm_problems``) plus data files the log never referenced."""
-    found = frame(con, "SELECT * FROM tm_problems(CAST($multi AS VARCHAR[])) ORDER BY kind, fact_id",
-                  {"multi": multi_predicates})
+    """Invariant violations (macro ``tm_problems``, view ``_tm_previous_problems``) plus data files
+    the log never referenced."""
+    found = frame(con, """SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]))
+                                         UNION ALL SELECT * FROM _tm_previous_problems)
+                          ORDER BY kind, fact_id""", {"multi": multi_predicates})
     strays = pl.DataFrame(
         {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
          "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},

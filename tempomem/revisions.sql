@@ -117,3 +117,22 @@ CREATE OR REPLACE VIEW _tm_folded AS
 SELECT r.* EXCLUDE (believed_until, first_recorded_at), r.first_recorded_at,
        true AS folded, r.believed_until AS folded_until
 FROM _tm_revisions AS r;
+
+-- check()'s storage rule (the others are tm_problems, macros.sql): a row whose stored copy of
+-- the revision it follows (prev_*) is not that revision would make memory_diff misread the
+-- change. Only a writer other than tempomem makes one.
+CREATE OR REPLACE VIEW _tm_previous_problems AS
+SELECT 'previous_mismatch' AS kind, p.fact_id,
+       format('revision {}: its stored prev_* columns are not those of the revision before it', p.revision) AS detail
+FROM (SELECT r.fact_id, r.revision,
+             r.prev_object IS DISTINCT FROM lag(r.object) OVER w
+             OR r.prev_valid_from IS DISTINCT FROM lag(r.valid_from) OVER w
+             OR r.prev_valid_to IS DISTINCT FROM lag(r.valid_to) OVER w
+             OR r.prev_recorded_at IS DISTINCT FROM lag(r.recorded_at) OVER w
+             OR r.prev_retracted_at IS DISTINCT FROM lag(r.retracted_at) OVER w
+             OR r.prev_superseded_at IS DISTINCT FROM lag(r.superseded_at) OVER w
+             OR r.prev_superseded_by IS DISTINCT FROM lag(r.superseded_by) OVER w
+             OR r.prev_status IS DISTINCT FROM lag(r.status) OVER w AS differs
+      FROM _tm_revisions AS r
+      WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.revision)) AS p
+WHERE p.differs;

@@ -191,6 +191,20 @@ def test_check_is_clean_and_reports_a_stray_file(mem, moved, store_path):
     assert _objects(mem.as_of("2025-01", "ada")) == ["Berlin"]
 
 
+def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, moved):
+    """A foreign writer's row that does not repeat the revision it follows (prev_*)."""
+    helsinki, _ = moved
+    con = mem._connection()
+    # Helsinki's revision 2 (closed by Berlin) again as revision 3, but naming revision 1 as before
+    row = con.sql("""SELECT * REPLACE (revision + 1 AS revision, recorded_at + INTERVAL 1 DAY AS recorded_at,
+                                       ingested_at + INTERVAL 1 DAY AS ingested_at)
+                     FROM _tm_events WHERE fact_id = $id AND revision = 2""", params={"id": helsinki.fact_id})
+    mem._storage.append(row.to_arrow_table())
+    problems = mem.check().problems
+    assert problems.rows() == [("previous_mismatch", helsinki.fact_id,
+                                "revision 3: its stored prev_* columns are not those of the revision before it")]
+
+
 def test_compaction_merges_small_files_and_changes_no_answer(mem, clock):
     from tempomem import storage
 
