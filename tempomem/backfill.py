@@ -24,8 +24,10 @@ from __future__ import annotations
 import glob
 import itertools
 import os
+import queue
 import secrets
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -1031,8 +1033,7 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     written = 0
     changes = _ValueChanges()
     try:
-        with pq.ParquetWriter(target, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
-                              write_statistics=_STATISTICS_COLUMNS) as out:
+        with _BackgroundWriter(target) as out:
             for key_range in _key_ranges(con, loaded):
                 rows = con.sql(query, params={"origin": origin, "ingested_at": ingested_at, **key_range})
                 for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
@@ -1040,7 +1041,7 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
                         ids = _generated_ids(batch.column("_id_us"), batch.column("_id_serial"))
                         batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
                                                            names=EVENT_SCHEMA.names)
-                    out.write_batch(batch.cast(EVENT_SCHEMA), row_group_size=_ROW_GROUP_ROWS)
+                    out.write(batch.cast(EVENT_SCHEMA))
                     changes.see(batch)
                     written += batch.num_rows
                 notify("write", written)
@@ -1051,6 +1052,51 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     storage.add_files([target])
     storage.write_clock(storage.latest_version(), last_api_us)
     return written
+
+
+#: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
+_QUEUED_BATCHES = 8
+
+
+class _BackgroundWriter:
+    """One Parquet file encoded by a thread of its own, fed batches through a bounded queue.
+
+    Arrow's encoder releases the GIL, so it runs on one core while DuckDB sorts and projects
+    the next batches on the other: the write's two halves overlap instead of taking turns. An
+    encoding error is raised by the next :meth:`write` or on leaving the ``with``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
+        self._error: BaseException | None = None
+        self._writer = pq.ParquetWriter(path, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
+                                        write_statistics=_STATISTICS_COLUMNS)
+        self._thread = threading.Thread(target=self._encode, name="tempomem-backfill-writer", daemon=True)
+        self._thread.start()
+
+    def _encode(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:  # after an error, only drain the queue so that write() never blocks
+                try:
+                    self._writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
+                except BaseException as exc:  # raised in the caller's thread
+                    self._error = exc
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Queue ``batch`` (waits while the queue is full)."""
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def __enter__(self) -> _BackgroundWriter:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._writer.close()
+        if kind is None and self._error is not None:
+            raise self._error
 
 
 class _ValueChanges:

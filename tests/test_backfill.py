@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from analytics_helpers import assert_previous_columns
 from conftest import ts
@@ -389,6 +390,30 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
         tm.open(tmp_path / "strict", create=True).backfill([*rows, row("bad", recorded_at="never")], strict=True)
     assert caught.value.report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [
         ("overlapping_values", 4, 0)]
+
+
+def test_an_encoding_error_in_the_writer_thread_fails_the_load_and_changes_nothing(
+        mem: tm.Memory, monkeypatch) -> None:
+    """Parquet encoding runs in a thread of its own: its error reaches the caller, the partial
+    file is removed and nothing is committed."""
+    mem.backfill([row("kept", "k")])
+    before = (mem._storage.snapshot().version, sorted(mem._storage.data_files_on_disk()))
+    encoded = []
+
+    def failing_write_batch(self, batch, row_group_size=None):
+        encoded.append(batch.num_rows)
+        if len(encoded) == 2:
+            raise OSError("No space left on device")
+        return original(self, batch, row_group_size=row_group_size)
+
+    original = pq.ParquetWriter.write_batch
+    monkeypatch.setattr(pq.ParquetWriter, "write_batch", failing_write_batch)
+    monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", 2)
+    with pytest.raises(OSError, match="No space left on device"):
+        mem.backfill([row(f"s{i}", f"v{i}") for i in range(10)])
+    assert len(encoded) == 2  # the thread stops encoding after the error
+    assert (mem._storage.snapshot().version, sorted(mem._storage.data_files_on_disk())) == before
+    assert revs(mem)["subject"].to_list() == ["kept"]
 
 
 def test_inferred_start_flag_and_given_inferred(mem: tm.Memory) -> None:
