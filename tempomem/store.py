@@ -53,7 +53,9 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     mem = Memory(Storage(path), clock=clock, embedder=embedder)
     stored = mem._storage.read_settings()
     if stored.get("schema_version") != SCHEMA_VERSION:
-        raise TempomemError(f"path: store schema version {stored.get('schema_version')} is not {SCHEMA_VERSION}")
+        raise TempomemError(
+            f"path: store schema version {stored.get('schema_version')} is not {SCHEMA_VERSION}; export it with the "
+            f"tempomem that wrote it (tempomem export) and backfill the file into a new store")
     if policy is not None and policy != stored["policy"]:
         with mem._storage.writer_lock():
             settings = mem._storage.read_settings()

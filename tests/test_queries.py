@@ -221,3 +221,10 @@ def test_compaction_merges_small_files_and_changes_no_answer(mem, clock):
     assert mem.history("svc", revisions=True).equals(before)
     assert mem.as_of("2025-01-01T00:10:30Z", "svc")["object"].to_list() == ["10"]
     assert mem.check().ok
+
+
+def test_a_store_of_an_older_schema_is_refused_with_what_to_do(mem, store_path):
+    settings = mem._storage.read_settings()
+    mem._storage.write_settings({**settings, "schema_version": 2})
+    with pytest.raises(tm.TempomemError, match="schema version 2 is not 3; export it with the tempomem that wrote"):
+        tm.open(store_path)
