@@ -215,7 +215,8 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
                     report_parts["flags"] = loader.with_overlaps(report_parts["flags"], settings, written_keys)
 
                 revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
-                                            origin=origin, ingested_at=now, notify=notify, finish=flag_overlaps)
+                                            absent=loader.absent, origin=origin, ingested_at=now, notify=notify,
+                                            finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
         finally:
             con.close()
@@ -860,12 +861,28 @@ FROM _bf_counts
 
 # One revision per row from recorded_at; a row retracted later also gives a retracted revision
 # at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
-# The rows are sorted by the store's SORT_KEYS while they are narrow: the wide columns that
-# only depend on the row (a generated fact id, the default text, the constants) are computed
-# after the sort, so the sort neither carries nor spills them. A large load is sorted in
-# ranges of (scope, subject), [from, to), one statement each, in order (see _key_ranges).
+# A large load is written in ranges of (scope, subject), [from, to), one statement each, in
+# order (see _key_ranges). Sorting moves every column a row carries, so the rows are sorted
+# while they are narrow: the columns the input lacks are left out until after it ({absent},
+# put back as NULLs in `given`), and so are the columns computed from the row (a generated
+# fact id, the default text, the constants, the prev_* of a retraction). When every fact is
+# one row, the input rows are sorted ({row_order}) before they become revisions (its parts
+# follow it in order); when rows share a fact_id, the revisions are numbered by a window over
+# the fact first, and sorted after it ({revision_order}).
 _REVISIONS_SQL = """
-WITH derived AS (
+WITH ranged AS (
+    SELECT r.* EXCLUDE (_fixed, _no_start{absent}) FROM _bf_rows r
+    -- the key range being written: [from, to) in (scope, subject) order; NULL = unbounded
+    WHERE ($from_scope IS NULL OR coalesce(r.scope, 'default') > $from_scope
+           OR (coalesce(r.scope, 'default') = $from_scope AND r.subject >= $from_subject))
+      AND ($to_scope IS NULL OR coalesce(r.scope, 'default') < $to_scope
+           OR (coalesce(r.scope, 'default') = $to_scope AND r.subject < $to_subject))
+    {row_order}
+),
+given AS (
+    SELECT *{absent_nulls} FROM ranged
+),
+derived AS (
     SELECT r.* REPLACE ({early_fact_id} AS fact_id),
            coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
            CASE WHEN r.status IN ('live', 'ended', 'superseded') THEN r.status
@@ -874,12 +891,7 @@ WITH derived AS (
            -- part 0 is the row as recorded; part 1 its retraction, when that came later. One
            -- scan makes both (a UNION of two reads would materialise the rows first).
            unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
-    FROM _bf_rows r
-    -- the key range being written: [from, to) in (scope, subject) order; NULL = unbounded
-    WHERE ($from_scope IS NULL OR coalesce(r.scope, 'default') > $from_scope
-           OR (coalesce(r.scope, 'default') = $from_scope AND r.subject >= $from_subject))
-      AND ($to_scope IS NULL OR coalesce(r.scope, 'default') < $to_scope
-           OR (coalesce(r.scope, 'default') = $to_scope AND r.subject < $to_subject))
+    FROM given r
 ),
 revs AS (
     SELECT * REPLACE (
@@ -900,7 +912,7 @@ numbered AS (
     FROM revs
 ),
 sorted AS (
-    SELECT * FROM numbered ORDER BY scope_, subject, predicate, {fact_order}, revision_
+    SELECT * FROM numbered {revision_order}
 )
 SELECT {late_fact_id} AS fact_id, scope_ AS scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
@@ -923,21 +935,30 @@ _BY_ROW = {"revision": "row_number() OVER (PARTITION BY fact_id ORDER BY recorde
            "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
            "previous_window": "".join(f", lag({n}) OVER (PARTITION BY fact_id ORDER BY recorded_at, part) AS prev_{n}_"
                                       for n in PREVIOUS),
-           "previous": ", ".join(f"prev_{n}_ AS prev_{n}" for n in PREVIOUS)}
+           "previous": ", ".join(f"prev_{n}_ AS prev_{n}" for n in PREVIOUS),
+           "row_order": "", "revision_order": "ORDER BY scope_, subject, predicate, {fact_order}, revision_"}
 _PART_0 = {"recorded_at": "first_recorded_at_", "retracted_at": "CAST(NULL AS TIMESTAMPTZ)", "status": "belief_status"}
 _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorded_at_",
                      "folded_until": "folded_until_", "previous_window": "",
                      "previous": ", ".join(f"CASE WHEN part = 1 THEN {_PART_0.get(n, n)} END AS prev_{n}"
-                                           for n in PREVIOUS)}
+                                           for n in PREVIOUS),
+                     "row_order": "ORDER BY coalesce(r.scope, 'default'), r.subject, r.predicate, {row_fact_order}",
+                     "revision_order": ""}
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts
 # like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers,
 # which leave the query as the columns _id_us and _id_serial; the id text is made from them
 # by _generated_ids while the batch is written (a quarter of the write query's CPU in SQL).
+#: Columns _bf_rows computes even when the input lacks them (see _CANDIDATES_SQL, _MERGED_SQL).
+_RECOMPUTED = ("valid_from", "valid_from_inferred", "artifacts")
+# ``row_fact_order`` is the same order over an input row (before it becomes revisions).
 _GIVEN_IDS = {"early_fact_id": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
-              "fact_order": "fact_id", "late_fact_id": "fact_id", "id_parts": ""}
-_ID_US = "least(greatest(epoch_us(first_recorded_at_), 0), 72057594037927935)"
+              "fact_order": "fact_id", "row_fact_order": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
+              "late_fact_id": "fact_id", "id_parts": ""}
+_CLAMPED_US = "least(greatest(epoch_us({}), 0), 72057594037927935)"
+_ID_US = _CLAMPED_US.format("first_recorded_at_")
 _GENERATED_IDS = {"early_fact_id": "r.fact_id", "fact_order": f"{_ID_US}, __row",
+                  "row_fact_order": f"{_CLAMPED_US.format('r.recorded_at')}, r.__row",
                   "late_fact_id": "CAST(NULL AS VARCHAR)",
                   "id_parts": f", {_ID_US} AS _id_us, nonce + __row AS _id_serial"}
 
@@ -1007,8 +1028,9 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
             for lo, hi in itertools.pairwise(edges)]
 
 
-def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool, origin: str,
-                    ingested_at: datetime, notify: Progress, finish: Callable[[pa.Table], None]) -> int:
+def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
+                    absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
+                    finish: Callable[[pa.Table], None]) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
@@ -1018,6 +1040,7 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     Arrow's Parquet writer encodes each batch (in about half the CPU time DuckDB's COPY takes).
     Once the file is written and before it is committed, ``finish`` gets the keys whose value
     changes between adjacent rows (:class:`_ValueChanges`): the report's overlap test.
+    ``absent`` names the columns the input lacks (name: SQL type), kept out of the sort.
     """
     if loaded == 0:
         return 0
@@ -1025,8 +1048,13 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     # has one revision (two when retracted later).
     has_ids = has_fact_id and con.sql(
         "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
-    derivation = {**(_BY_ROW if has_ids else _ONE_ROW_PER_FACT), **(_GIVEN_IDS if has_fact_id else _GENERATED_IDS)}
-    query = _REVISIONS_SQL.format(**derivation)
+    ids = _GIVEN_IDS if has_fact_id else _GENERATED_IDS
+    order = _BY_ROW if has_ids else _ONE_ROW_PER_FACT
+    nulls = {name: sql_type for name, sql_type in absent.items() if name not in _RECOMPUTED}
+    query = _REVISIONS_SQL.format(**{
+        **order, **ids, "row_order": order["row_order"].format(**ids),
+        "revision_order": order["revision_order"].format(**ids), "absent": "".join(f", {name}" for name in nulls),
+        "absent_nulls": "".join(f", CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in nulls.items())})
     last_api_us = _last_api_us(mem, con)
     storage = mem._storage
     target = storage.new_file_path()

@@ -316,6 +316,38 @@ def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path,
         revs(whole).filter(given).select("fact_id", *same).sort("fact_id", "revision"))
 
 
+def test_rows_of_one_fact_each_are_sorted_before_they_become_revisions(tmp_path: Path, monkeypatch) -> None:
+    # 30,000 rows without fact ids, so every fact is one row: the input rows are sorted, then
+    # each becomes its revisions. Over many vectors on every DuckDB thread and six key ranges,
+    # the file must still be in key order with each retraction right after its row, and hold
+    # what one unsplit load holds.
+    n = 30_000
+    frame = pl.DataFrame({
+        "subject": [f"s{(i * 7919) % 997}" for i in range(n)],
+        "predicate": [f"p{i % 3}" for i in range(n)],
+        "object": [f"o{i}" for i in range(n)],
+        "recorded_at": [datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=(i * 104729) % n) for i in range(n)],
+        "retracted_at": [datetime(2025, 6, 1, tzinfo=UTC) if i % 10 == 3 else None for i in range(n)],
+        "scope": ["work" if i % 11 == 0 else None for i in range(n)],
+    })
+    whole = tm.open(tmp_path / "whole", create=True)
+    whole.backfill(frame)
+    monkeypatch.setattr(backfill_module, "_SORT_ROWS", 5_000)
+    split = tm.open(tmp_path / "split", create=True)
+    report = split.backfill(frame)
+    assert report.loaded == n and report.revisions == n + n // 10
+    for store in (whole, split):
+        (file,) = store._storage.snapshot().files
+        stored = pl.read_parquet(file)
+        keys = ["scope", "subject", "predicate", "fact_id", "revision"]
+        assert stored.select(keys).rows() == stored.select(keys).sort(keys).rows()
+        retraction = stored.filter(pl.col("revision") == 2)
+        assert retraction.height == n // 10 and retraction["status"].unique().to_list() == ["retracted"]
+        assert_previous_columns(store)
+    same = ["scope", "subject", "predicate", "object", "recorded_at", "revision", "status", "believed_until"]
+    assert revs(split).select(same).sort(same).equals(revs(whole).select(same).sort(same))
+
+
 def test_overlapping_values_follow_predicate_arity(mem: tm.Memory) -> None:
     rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
             row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
