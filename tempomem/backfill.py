@@ -866,9 +866,10 @@ FROM _bf_counts
 # while they are narrow: the columns the input lacks are left out until after it ({absent},
 # put back as NULLs in `given`), and so are the columns computed from the row (a generated
 # fact id, the default text, the constants, the prev_* of a retraction). When every fact is
-# one row, the input rows are sorted ({row_order}) before they become revisions (its parts
-# follow it in order); when rows share a fact_id, the revisions are numbered by a window over
-# the fact first, and sorted after it ({revision_order}).
+# one row, the input rows are sorted ({row_order}) before they become revisions: a row's
+# retraction shares its fact id and follows it. When rows share a fact_id, a fact's revisions
+# interleave by belief time, so they are numbered by a window over the fact first and sorted
+# after it ({revision_order}).
 _REVISIONS_SQL = """
 WITH ranged AS (
     SELECT r.* EXCLUDE (_fixed, _no_start{absent}) FROM _bf_rows r
@@ -944,14 +945,15 @@ _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorde
                                            for n in PREVIOUS),
                      "row_order": "ORDER BY coalesce(r.scope, 'default'), r.subject, r.predicate, {row_fact_order}",
                      "revision_order": ""}
+#: Columns _bf_rows computes even when the input lacks them (see _CANDIDATES_SQL, _MERGED_SQL):
+#: not NULL throughout, so they stay in the sort.
+_RECOMPUTED = ("valid_from", "valid_from_inferred", "artifacts")
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts
 # like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers,
 # which leave the query as the columns _id_us and _id_serial; the id text is made from them
 # by _generated_ids while the batch is written (a quarter of the write query's CPU in SQL).
-#: Columns _bf_rows computes even when the input lacks them (see _CANDIDATES_SQL, _MERGED_SQL).
-_RECOMPUTED = ("valid_from", "valid_from_inferred", "artifacts")
-# ``row_fact_order`` is the same order over an input row (before it becomes revisions).
+# ``row_fact_order`` is the same order over an input row, before it becomes revisions.
 _GIVEN_IDS = {"early_fact_id": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
               "fact_order": "fact_id", "row_fact_order": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
               "late_fact_id": "fact_id", "id_parts": ""}
@@ -1037,7 +1039,7 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     keys, in order); they stream out as Arrow batches of the store's row-group size (so that
     point queries prune row groups) into one Parquet file in the table folder, which is
     committed in one transaction (:meth:`Storage.add_files`). No row becomes a Python object:
-    Arrow's Parquet writer encodes each batch (in about half the CPU time DuckDB's COPY takes).
+    Arrow's Parquet writer encodes each batch (a third of the CPU DuckDB's COPY takes for them).
     Once the file is written and before it is committed, ``finish`` gets the keys whose value
     changes between adjacent rows (:class:`_ValueChanges`): the report's overlap test.
     ``absent`` names the columns the input lacks (name: SQL type), kept out of the sort.
