@@ -86,15 +86,13 @@ def _run_sorted_copy(source: str, target: str, queue: multiprocessing.Queue) -> 
 def _run_encoding(store: str, target: str, queue: multiprocessing.Queue) -> None:
     import pyarrow.parquet as pq
 
-    from tempomem.backfill import _DICTIONARY_COLUMNS, _STATISTICS_COLUMNS
-    from tempomem.schema import EVENT_SCHEMA
+    from tempomem.backfill import parquet_writer
     from tempomem.storage import _ROW_GROUP_ROWS
 
     (stored,) = Path(store).glob("*.parquet")
     batches = pq.read_table(stored).to_batches(_ROW_GROUP_ROWS)
     start, cpu = time.perf_counter(), _cpu_s()
-    with pq.ParquetWriter(target, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
-                          write_statistics=_STATISTICS_COLUMNS) as writer:
+    with parquet_writer(target) as writer:
         for batch in batches:
             writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
     queue.put((time.perf_counter() - start, _peak_rss_mb(), None, None, _cpu_s() - cpu))

@@ -1084,6 +1084,13 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     return written
 
 
+def parquet_writer(path: Path | str) -> pq.ParquetWriter:
+    """The Parquet writer of a backfilled file: the store's columns, ZSTD, dictionaries and
+    statistics where readers use them (``benchmarks/bench_backfill.py`` times it alone)."""
+    return pq.ParquetWriter(path, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
+                            write_statistics=_STATISTICS_COLUMNS)
+
+
 #: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
 _QUEUED_BATCHES = 8
 
@@ -1099,8 +1106,7 @@ class _BackgroundWriter:
     def __init__(self, path: Path) -> None:
         self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
         self._error: BaseException | None = None
-        self._writer = pq.ParquetWriter(path, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
-                                        write_statistics=_STATISTICS_COLUMNS)
+        self._writer = parquet_writer(path)
         self._thread = threading.Thread(target=self._encode, name="tempomem-backfill-writer", daemon=True)
         self._thread.start()
 
