@@ -13,12 +13,15 @@ load's own. The baseline is DuckDB alone reading the same file and writing it ba
 ``--parts`` then times, each in a fresh process and on one store the runs wrote, two things the
 load cannot do without: DuckDB copying the input sorted by key (what any key-ordered write
 pays), and Arrow's Parquet writer encoding the stored revision rows (the store's columns and
-writer settings) on one thread, which is what a load's write stage costs at the least.
+writer settings) on one thread, which is what a load's write stage costs at the least. Last,
+a *bare load* of the input: what is left of a load with every check taken out (see
+``_BARE_ROWS``), the floor of any load that writes the store's row on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing
 import os
 import resource
@@ -41,6 +44,36 @@ COPY (
            'INC-' || (i % 5000) AS ticket
     FROM range({rows}) t(i)
 ) TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)
+"""
+
+
+# The bare load: the input parsed into a table (the one time of the input given as text), then
+# range by range of subjects sorted by key and made into the store's row with the load's
+# generated ids, every other stored column NULL or the load's constant, encoded by the store's
+# writer on two threads (two files, alternate row groups). No rule, no hash, no repeat, no
+# count, no flag, no Delta commit: only what writing this input as stored rows cannot skip.
+_BARE_TABLE = """
+CREATE TEMP TABLE bare AS
+SELECT file_row_number AS row, subject, predicate, object, CAST(valid_from AS TIMESTAMPTZ) AS valid_from,
+       valid_to, recorded_at, source, confidence, CAST(json_object('ticket', ticket) AS VARCHAR) AS attributes
+FROM read_parquet($source, file_row_number = true)
+"""
+_BARE_COLUMNS = {
+    "scope": "'default'", "subject": "subject", "predicate": "predicate", "object": "object",
+    "text": "subject || ' ' || predicate || ' ' || object", "valid_from": "valid_from", "valid_to": "valid_to",
+    "valid_from_inferred": "false", "recorded_at": "recorded_at",
+    "status": "CASE WHEN valid_to IS NULL THEN 'live' ELSE 'ended' END", "source": "source",
+    "confidence": "confidence", "origin": "'backfill'", "ingested_at": "now()", "artifacts": "CAST([] AS VARCHAR[])",
+    "attributes": "attributes", "link_type": "'entity'", "weight": "CAST(1 AS DOUBLE)", "revision": "1",
+    "first_recorded_at": "recorded_at", "folded": "true",
+}
+# {us} is the load's clamped recorded_at in µs (backfill._CLAMPED_US), the id's first half.
+_BARE_ROWS = f"""
+SELECT {", ".join(f"{sql} AS {name}" for name, sql in _BARE_COLUMNS.items())}, _id_us, 1000 + row AS _id_serial
+FROM (SELECT *, {{us}} AS _id_us FROM bare
+      WHERE ($lo IS NULL OR subject >= $lo) AND ($hi IS NULL OR subject < $hi)
+      -- sorted while narrow, as the load does: the columns made from a row come after the sort
+      ORDER BY subject, predicate, _id_us, row)
 """
 
 
@@ -98,6 +131,38 @@ def _run_encoding(store: str, target: str, queue: multiprocessing.Queue) -> None
     queue.put((time.perf_counter() - start, _peak_rss_mb(), None, None, _cpu_s() - cpu))
 
 
+def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> None:
+    import duckdb
+    import pyarrow as pa
+
+    from tempomem.backfill import _CLAMPED_US, _BackgroundWriter, _generated_ids
+    from tempomem.schema import EVENT_SCHEMA
+    from tempomem.storage import _ROW_GROUP_ROWS
+
+    start, cpu = time.perf_counter(), _cpu_s()
+    con = duckdb.connect()
+    con.execute("SET memory_limit = '2GB'")
+    con.execute(_BARE_TABLE, {"source": source})
+    # Ranges of about 2M rows, as the load sorts them (bounds from a 1% sample of subjects).
+    ranges = -(-con.sql("SELECT count(*) FROM bare").fetchall()[0][0] // 2_000_000)
+    sample = [s for (s,) in con.sql("SELECT subject FROM bare USING SAMPLE 1 PERCENT (system, 7) ORDER BY 1")
+              .fetchall()]
+    bounds = [None, *sorted({sample[len(sample) * i // ranges] for i in range(1, ranges)}), None]
+    query = _BARE_ROWS.format(us=_CLAMPED_US.format("recorded_at"))
+    with _BackgroundWriter(Path(target + ".0")) as first, _BackgroundWriter(Path(target + ".1")) as second:
+        written, batches = 0, 0
+        for lo, hi in itertools.pairwise(bounds):
+            for batch in con.sql(query, params={"lo": lo, "hi": hi}).to_arrow_reader(_ROW_GROUP_ROWS):
+                n = batch.num_rows
+                columns = [_generated_ids(batch.column("_id_us"), batch.column("_id_serial")),
+                           *(batch.column(f.name) if f.name in _BARE_COLUMNS else pa.nulls(n, f.type)
+                             for f in list(EVENT_SCHEMA)[1:])]
+                (first, second)[batches % 2].write(
+                    pa.RecordBatch.from_arrays(columns, names=EVENT_SCHEMA.names).cast(EVENT_SCHEMA))
+                written, batches = written + n, batches + 1
+    queue.put((time.perf_counter() - start, _peak_rss_mb(), written, None, _cpu_s() - cpu))
+
+
 def _in_child(target: object, *args: str) -> tuple:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -149,10 +214,14 @@ def main() -> None:
                 ("duckdb copy sorted by key", _run_sorted_copy, (source, str(Path(tmp) / "sorted.parquet"))),
                 ("encoding of the stored rows alone, one thread", _run_encoding,
                  (str(Path(tmp) / "store0"), str(Path(tmp) / "encoded.parquet"))),
+                ("bare load (no check, no report, two encoder threads)", _run_bare_load,
+                 (source, str(Path(tmp) / "bare.parquet"))),
             ):
                 times = [_in_child(part, *inputs) for _ in range(args.runs)]
+                assert all(t[2] in (None, args.rows) for t in times), times
                 wall, cpu = statistics.median(t[0] for t in times), statistics.median(t[4] for t in times)
-                print(f"{label}: median {wall:.2f}s, cpu {cpu:.1f}s ({wall / copy_s:.2f}x the copy)")
+                print(f"{label}: median {wall:.2f}s ({args.rows / wall:,.0f} rows/s), cpu {cpu:.1f}s "
+                      f"({wall / copy_s:.2f}x the copy)")
 
 
 if __name__ == "__main__":
