@@ -22,41 +22,20 @@ from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
 from .schema import FACT_COLUMNS, LINK_TYPES, PREVIOUS, PREVIOUS_COLUMNS
+from .temporal import decisions
+from .temporal.intervals import overlaps, start_key
 from .times import to_utc
 
 #: What a state carries into its new revision row (the rest is derived in :meth:`Batch.rows`).
 _ROW_FIELDS = (*FACT_COLUMNS, "first_recorded_at")
 _NO_PREVIOUS = (None,) * len(PREVIOUS)
 
-# -- interval arithmetic with the NULL-as-infinity convention ---------------------------------
-
-
-def _start_key(t: datetime | None) -> tuple[int, datetime | None]:
-    return (0, None) if t is None else (1, t)
-
-
-def _starts_before(a: datetime | None, b: datetime | None) -> bool:
-    """a < b for two starts, NULL being the earliest."""
-    if a is None:
-        return b is not None
-    return b is not None and a < b
-
-
-def _is_empty(lo: datetime | None, hi: datetime | None) -> bool:
-    return lo is not None and hi is not None and lo >= hi
-
-
-def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Half-open valid intervals of two states share an instant."""
-    if _is_empty(a["valid_from"], a["valid_to"]) or _is_empty(b["valid_from"], b["valid_to"]):
-        return False
-    a_before_b_end = a["valid_from"] is None or b["valid_to"] is None or a["valid_from"] < b["valid_to"]
-    b_before_a_end = b["valid_from"] is None or a["valid_to"] is None or b["valid_from"] < a["valid_to"]
-    return a_before_b_end and b_before_a_end
-
-
 def _believed(state: dict[str, Any]) -> bool:
     return state["status"] not in ("retracted", "erased")
+
+
+def _case(n: dict[str, Any], s: dict[str, Any]) -> str:
+    return decisions.case_of(n["object"], n["valid_from"], n["valid_to"], s["object"], s["valid_from"], s["valid_to"])
 
 
 # -- ids --------------------------------------------------------------------------------------
@@ -230,6 +209,7 @@ class Batch:
         """Apply one validated assertion (from :func:`new_assertion`); return the fact id it lands on."""
         key: Key = (new["scope"], new["subject"], new["predicate"])
         arity, policy = self._rule(new["predicate"])
+        rule = decisions.rule_of(arity, policy)
         believed = self._believed_of(key)
         reference = new.pop("reference_time") or self.commit_time
         if new["valid_from"] is None and arity == "single" and believed:
@@ -237,13 +217,12 @@ class Batch:
             if not ends_before_reference:
                 new["valid_from"] = reference
 
-        duplicate = next((s for s in believed if s["object"] == new["object"] and _overlaps(s, new)), None)
+        duplicate = next((s for s in believed if decisions.action(_case(new, s), rule) == "merge"), None)
         if duplicate is not None:
             subject_state = self._merge(duplicate, new)
         else:
             subject_state = self._create(new)
-        if arity == "single":
-            self._resolve_conflicts(subject_state, believed, policy)
+        self._resolve_conflicts(subject_state, believed, rule)
         return subject_state["fact_id"]
 
     def _merge(self, state: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -268,40 +247,38 @@ class Batch:
         self._touch(state)
         return state
 
-    def _resolve_conflicts(self, n: dict[str, Any], believed: list[dict[str, Any]], policy: str) -> None:
-        others = [s for s in believed
-                  if s["fact_id"] != n["fact_id"] and s["object"] != n["object"] and _overlaps(s, n)]
-        if not others:
-            return
-        if policy == "reject":
-            ids = ", ".join(s["fact_id"] for s in others)
+    def _resolve_conflicts(self, n: dict[str, Any], believed: list[dict[str, Any]], rule: str) -> None:
+        """The table's conflict cells for the (merged) N against the key's other believed facts."""
+        acts = [(s, decisions.action(_case(n, s), rule)) for s in believed if s["fact_id"] != n["fact_id"]]
+        refused = [s for s, act in acts if act == "refuse"]
+        if refused:
+            ids = ", ".join(s["fact_id"] for s in refused)
             raise ConflictError(
                 f"overlapping value: {n['subject']} {n['predicate']} {n['object']!r} overlaps "
-                f"{', '.join(repr(s['object']) for s in others)} (fact {ids}) and the predicate's policy is reject"
+                f"{', '.join(repr(s['object']) for s in refused)} (fact {ids}) and the predicate's policy is reject"
             )
-        later = [s for s in others if _starts_before(n["valid_from"], s["valid_from"])]
+        later = [s for s, act in acts if act == "close_new"]
         if later:  # N is about an earlier time: it ends where the first later value begins
-            first = min(later, key=lambda s: _start_key(s["valid_from"]))
+            first = min(later, key=lambda s: start_key(s["valid_from"]))
             n["valid_to"] = first["valid_from"]
             n["status"] = "superseded"
             n["superseded_by"] = first["fact_id"]
             n["superseded_at"] = self.commit_time
             n["reason"] = f"superseded by fact {first['fact_id']} ({first['object']})"
             self._touch(n)
-        for s in others:
-            if not _overlaps(s, n):
-                continue
-            if _starts_before(s["valid_from"], n["valid_from"]):
+        for s, act in acts:
+            if act == "close_existing":
                 s["valid_to"] = n["valid_from"]
                 s["status"] = "superseded"
                 s["superseded_by"] = n["fact_id"]
                 s["superseded_at"] = self.commit_time
                 s["reason"] = f"superseded by fact {n['fact_id']} ({n['object']})"
-            else:  # same start: the old value was never true
+                self._touch(s)
+            elif act == "retract_existing":  # the old value was never true
                 s["retracted_at"] = self.commit_time
                 s["status"] = "retracted"
                 s["reason"] = f"replaced by fact {n['fact_id']} ({n['object']}) with the same valid_from"
-            self._touch(s)
+                self._touch(s)
 
     # invalidate and correct ----------------------------------------------------------------
     def _existing(self, fact_id: str) -> dict[str, Any]:
@@ -324,7 +301,7 @@ class Batch:
             moved = dict(state, valid_to=at)
             key = (state["scope"], state["subject"], state["predicate"])
             clash = [s for s in self._believed_of(key)
-                     if s["fact_id"] != fact_id and s["object"] != state["object"] and _overlaps(s, moved)]
+                     if s["fact_id"] != fact_id and s["object"] != state["object"] and overlaps(s, moved)]
             if clash:
                 raise ConflictError(
                     f"overlapping value: ending fact {fact_id} at {at.isoformat()} would overlap "
