@@ -42,14 +42,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import queries
-from .connection import without_progress_bar
+from .connection import bind_files, new_connection, without_progress_bar
 from .errors import BackfillError, TempomemError
-from .schema import EVENT_SCHEMA, LINK_TYPES, PREVIOUS
+from .schema import EVENT_SCHEMA, LINK_TYPES, PREVIOUS, SORT_KEYS
 from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
-from .times import MICROSECOND, UTC, system_clock
+from .times import system_clock
 
 if TYPE_CHECKING:
-    from .store import Memory
+    from .engine import Engine
 
 # -- the input columns of SPEC §9 ---------------------------------------------------------------
 
@@ -148,30 +148,32 @@ class BackfillReport:
 
 # -- entry point --------------------------------------------------------------------------------
 
-def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
+def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
              lenient: bool = False, strict: bool = False, resolve: bool = False, epoch_unit: str = "s",
-             origin: str | None = None, progress: Progress | None = None,
-             extra_flags: pl.DataFrame | None = None) -> BackfillReport:
-    """Load ``data`` into ``mem`` keeping its belief times; see :meth:`Memory.backfill`.
+             progress: Progress | None = None) -> BackfillReport:
+    """Load ``data`` through ``engine`` keeping its belief times; see :meth:`Memory.backfill`.
 
-    ``origin`` overrides the stored origin (importers pass ``import:<format>``); ``progress``
-    is called as ``progress(stage, rows_done)``; ``extra_flags`` (importers) adds flag rows.
+    ``progress`` is called as ``progress(stage, rows_done)``. An importer's ``format`` reads
+    the source first (:data:`tempomem.importers.FORMATS`), which gives the rows, the stored
+    ``origin`` (``import:<format>``) and flags of its own.
     """
     if epoch_unit not in _EPOCH_FACTORS:
         raise TempomemError(f"epoch_unit: must be one of {', '.join(_EPOCH_FACTORS)}, got {epoch_unit!r}")
+    origin, extra_flags = "backfill", None
     if format is not None and format not in FILE_FORMATS:
         from . import importers
 
         if format not in importers.FORMATS:
             known = ", ".join((*FILE_FORMATS, *importers.FORMATS))
             raise TempomemError(f"format: must be one of {known}, got {format!r}")
-        return importers.FORMATS[format](mem, data, lenient=lenient, strict=strict, resolve=resolve,
-                                         progress=progress)
-    origin = origin or "backfill"
+        source = importers.FORMATS[format](data)
+        data, origin, extra_flags, epoch_unit = source.rows, source.origin, source.flags, source.epoch_unit
+        format = None
     notify = progress or (lambda stage, done: None)
-    storage = mem._storage
-    with mem._lock, storage.writer_lock(), tempfile.TemporaryDirectory(prefix="tempomem-backfill-") as spill:
-        con = mem.connect()
+    storage = engine.storage
+    with engine.exclusive(), tempfile.TemporaryDirectory(prefix="tempomem-backfill-") as spill:
+        con = new_connection()
+        bind_files(con, storage.snapshot().files, first=True)
         # A load of any size fits: past the limit DuckDB spills to a private temp folder.
         con.execute("SET memory_limit = $limit", {"limit": _DUCKDB_MEMORY})
         con.execute("SET temp_directory = $dir", {"dir": spill})
@@ -209,12 +211,14 @@ def backfill(mem: Memory, data: Any, *, mapping: dict[str, str] | None = None, f
                     report,
                 )
             if plan is not None:
-                revisions = plan.commit(mem, con)
+                revisions = plan.rows.num_rows
+                if revisions:
+                    engine.append(plan.rows.sort_by(SORT_KEYS))
             else:
                 def flag_overlaps(written_keys: pa.Table) -> None:
                     report_parts["flags"] = loader.with_overlaps(report_parts["flags"], settings, written_keys)
 
-                revisions = _write_as_given(mem, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
+                revisions = _write_as_given(engine, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
                                             absent=loader.absent, origin=origin, ingested_at=now, notify=notify,
                                             finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
@@ -1030,7 +1034,7 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
             for lo, hi in itertools.pairwise(edges)]
 
 
-def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
+def _write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
                     absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
                     finish: Callable[[pa.Table], None]) -> int:
     """Write the revision rows as one Delta commit; keep the store clock where it was.
@@ -1057,9 +1061,8 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
         **order, **ids, "row_order": order["row_order"].format(**ids),
         "revision_order": order["revision_order"].format(**ids), "absent": "".join(f", {name}" for name in nulls),
         "absent_nulls": "".join(f", CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in nulls.items())})
-    last_api_us = _last_api_us(mem, con)
-    storage = mem._storage
-    target = storage.new_file_path()
+    last_api_us = engine.last_api_us()
+    target = engine.storage.new_file_path()
     written = 0
     changes = _ValueChanges()
     try:
@@ -1079,8 +1082,7 @@ def _write_as_given(mem: Memory, con: duckdb.DuckDBPyConnection, *, loaded: int,
     except BaseException:
         target.unlink(missing_ok=True)
         raise
-    storage.add_files([target])
-    storage.write_clock(storage.latest_version(), last_api_us)
+    engine.add_files([target], last_api_us)
     return written
 
 
@@ -1170,29 +1172,6 @@ class _ValueChanges:
         if not self._found:
             return pa.table({k: pa.array([], pa.string()) for k in self._KEY})
         return pa.concat_tables(self._found).group_by(list(self._KEY)).aggregate([])
-
-
-def _last_api_us(mem: Memory, con: duckdb.DuckDBPyConnection) -> int | None:
-    """The last write-path belief time (µs), from the clock file when it is current."""
-    saved = mem._storage.read_clock()
-    if saved is not None and saved["version"] == mem._storage.snapshot().version:
-        return saved["last_recorded_us"]
-    last = queries.last_api_commit(con)
-    return None if last is None else (last - datetime.fromtimestamp(0, UTC)) // MICROSECOND
-
-
-def commit_rows(mem: Memory, rows: pa.Table, last_api_us: int | None) -> None:
-    """Append backfilled revision rows in one commit without moving the store clock.
-
-    The clock file is rewritten for the new version with the previous last write-path time
-    (``last_api_us``, from :func:`_last_api_us`), so the next write-path commit needs no scan:
-    backfilled times never count (SPEC §1.4).
-    """
-    storage = mem._storage
-    if rows.num_rows == 0:
-        return
-    storage.append(rows)
-    storage.write_clock(storage.latest_version(), last_api_us)
 
 
 __all__ = ["BackfillReport", "backfill", "input_files", "time_sql"]

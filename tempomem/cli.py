@@ -458,7 +458,6 @@ def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | No
 
     tempomem backfill export.csv --map ts=recorded_at --map entity=subject
     """
-    from .backfill import backfill as run_backfill
     from .errors import BackfillError
 
     mapping = {}
@@ -470,7 +469,7 @@ def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | No
     mem = open_from(ctx)
     progress = None if as_json else _Progress()
     try:
-        report = run_backfill(mem, file, mapping=mapping, format=fmt, lenient=lenient, strict=strict,
+        report = mem.backfill(file, mapping=mapping, format=fmt, lenient=lenient, strict=strict,
                               resolve=resolve, epoch_unit=epoch_unit, progress=progress)
     except BackfillError as exc:
         if progress:

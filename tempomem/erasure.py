@@ -22,7 +22,7 @@ from .times import MICROSECOND, system_clock
 from .writepath import clean_reason
 
 if TYPE_CHECKING:
-    from .store import Memory
+    from .engine import Engine
 
 #: Prefix of a hashed (forgotten) subject; ``memory_diff`` finds erasures by it.
 HASH_PREFIX = "erased:"
@@ -38,7 +38,7 @@ def hash_subject(salt: str, name: str) -> str:
     return HASH_PREFIX + hashlib.sha256(f"{salt}\x00{name}".encode()).hexdigest()[:32]
 
 
-def forget(mem: Memory, subject: str, *, reason: str, scope: str | None = None) -> int:
+def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = None) -> int:
     """Erase ``subject`` (and every fact whose object is exactly it); return the facts erased.
 
     Afterwards no Parquet file or log entry of the store holds the name, nor the erased
@@ -51,10 +51,9 @@ def forget(mem: Memory, subject: str, *, reason: str, scope: str | None = None) 
     if not isinstance(subject, str) or not subject.strip():
         raise TempomemError("subject: a non-empty subject name is required")
     why = clean_reason(reason)
-    with mem._lock, mem._storage.writer_lock():
-        con = mem._connection()
-        commit_time = mem._commit_time(con, mem._storage.snapshot())
-        rows = pl.from_arrow(con.sql("SELECT * FROM _tm_events").to_arrow_table())
+    with engine.exclusive():
+        commit_time = engine.commit_time()
+        rows = pl.from_arrow(engine.connection().sql("SELECT * FROM _tm_events").to_arrow_table())
         assert isinstance(rows, pl.DataFrame)
         in_scope = pl.lit(True) if scope is None else pl.col("scope") == scope
         hit = ((pl.col("subject") == subject) | (pl.col("object") == subject)) & in_scope
@@ -62,10 +61,9 @@ def forget(mem: Memory, subject: str, *, reason: str, scope: str | None = None) 
         if targets.is_empty():
             where = "" if scope is None else f" in scope {scope!r}"
             raise TempomemError(f"subject: {subject!r} is neither a subject nor an object of any fact{where}")
-        salt = mem._storage.read_settings()["salt"]
+        salt = engine.storage.read_settings()["salt"]
         table, last_us = _erased_table(rows, targets, subject, hash_subject(salt, subject), why, commit_time)
-        mem._storage.overwrite(table.to_arrow())
-        mem._storage.write_clock(mem._storage.latest_version(), last_us)
+        engine.overwrite(table.to_arrow(), last_us)
     return targets.len()
 
 

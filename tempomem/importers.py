@@ -16,18 +16,31 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
 
-from .backfill import BackfillReport, Progress, backfill, time_sql
+from .backfill import time_sql
 from .connection import new_connection
 from .errors import TempomemError
 
 if TYPE_CHECKING:
+    from .backfill import BackfillReport, Progress
     from .store import Memory
+
+
+@dataclass(frozen=True)
+class Source:
+    """An export mapped to backfill's input: the rows, their ``origin``, and the importer's own
+    flags and time unit."""
+
+    rows: pa.Table
+    origin: str
+    flags: pl.DataFrame | None = None
+    epoch_unit: str = "s"
 
 
 def _with_columns(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
@@ -167,12 +180,16 @@ def graphiti(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False
 
     >>> tm.importers.graphiti(mem, "edges.json").loaded  # doctest: +SKIP
     """
+    return mem.backfill(path, format="graphiti", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
+
+
+def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:
+    """Backfill input from a Graphiti edges export."""
     source = _read_graphiti(path)
     rows = _map(source, _graphiti_sql())
     flags = pl.from_arrow(_map(source, _GRAPHITI_DEFAULTED_SQL.format(
         valid=time_sql("valid_at", "VARCHAR"), ref=time_sql("reference_time", "VARCHAR"))))
-    return backfill(mem, rows, lenient=lenient, strict=strict, resolve=resolve, origin="import:graphiti",
-                    progress=progress, extra_flags=flags)  # type: ignore[arg-type]
+    return Source(rows, "import:graphiti", flags)  # type: ignore[arg-type]
 
 
 # -- mem0 ------------------------------------------------------------------------------------------
@@ -257,6 +274,11 @@ def mem0(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, st
 
     >>> tm.importers.mem0(mem, "~/.mem0/history.db").loaded  # doctest: +SKIP
     """
+    return mem.backfill(path, format="mem0", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
+
+
+def _read_mem0(path: str | os.PathLike[str]) -> Source:
+    """Backfill input from a mem0 history file."""
     source = _with_columns(_sqlite_table(path, "history"), _MEM0_OPTIONAL)
     for needed in ("memory_id", "event"):
         if needed not in source.column_names:
@@ -266,8 +288,7 @@ def mem0(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, st
                  "\"timestamp\") ELSE coalesce(updated_at, \"timestamp\") END AS VARCHAR)")
     t = time_sql(event_raw, "VARCHAR")
     flags = pl.from_arrow(_map(source, _MEM0_ORPHANS_SQL.format(t=t)))
-    return backfill(mem, rows, lenient=lenient, strict=strict, resolve=resolve, origin="import:mem0",
-                    progress=progress, extra_flags=flags)  # type: ignore[arg-type]
+    return Source(rows, "import:mem0", flags)  # type: ignore[arg-type]
 
 
 # -- four-timestamp SQLite ------------------------------------------------------------------------
@@ -299,11 +320,15 @@ def sqlite4ts(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = Fals
 
     >>> tm.importers.sqlite4ts(mem, "facts.db").loaded  # doctest: +SKIP
     """
+    return mem.backfill(path, format="sqlite4ts", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
+
+
+def _read_sqlite4ts(path: str | os.PathLike[str]) -> Source:
+    """Backfill input from a four-timestamp SQLite file."""
     source = _with_columns(_sqlite_table(path, "facts"), _SQLITE4TS_OPTIONAL)
     rows = _map(source, _SQLITE4TS_SQL)
     rows = rows.rename_columns(["superseded_at" if c == "superseded_at_epoch" else c for c in rows.column_names])
-    return backfill(mem, rows, lenient=lenient, strict=strict, resolve=resolve, origin="import:sqlite4ts",
-                    progress=progress, epoch_unit="s")
+    return Source(rows, "import:sqlite4ts", None, "s")
 
 
 # -- generic files ---------------------------------------------------------------------------------
@@ -315,11 +340,12 @@ def generic(mem: Memory, path: str | os.PathLike[str], mapping: dict[str, str], 
 
     >>> tm.importers.generic(mem, "log.csv", {"entity": "subject", "ts": "recorded_at"})  # doctest: +SKIP
     """
-    return backfill(mem, path, mapping=mapping, format=format, lenient=lenient, strict=strict, resolve=resolve,
-                    progress=progress)
+    return mem.backfill(path, mapping=mapping, format=format, lenient=lenient, strict=strict, resolve=resolve,
+                        progress=progress)
 
 
-#: The importers ``mem.backfill(..., format=...)`` knows.
-FORMATS: dict[str, Callable[..., BackfillReport]] = {"graphiti": graphiti, "mem0": mem0, "sqlite4ts": sqlite4ts}
+#: The importers ``mem.backfill(..., format=...)`` knows, each as the reader of its source.
+FORMATS: dict[str, Callable[[str | os.PathLike[str]], Source]] = {
+    "graphiti": _read_graphiti_edges, "mem0": _read_mem0, "sqlite4ts": _read_sqlite4ts}
 
 __all__ = ["FORMATS", "generic", "graphiti", "mem0", "sqlite4ts"]

@@ -25,10 +25,12 @@ import pyarrow.compute as pc
 from .embed import Embedder, default_embedder
 from .errors import TempomemError
 from .queries import frame
+from .storage import Storage
 from .times import TimeLike, to_utc
 from .trust import trust_filters
 
 if TYPE_CHECKING:
+    from .engine import Engine
     from .store import Memory
 
 
@@ -62,18 +64,18 @@ def store_embedder(mem: Memory) -> Embedder:
     return mem.embedder
 
 
-def _matching_embedder(mem: Memory, embedder: Embedder, *, record: bool) -> None:
+def _matching_embedder(storage: Storage, embedder: Embedder, *, record: bool) -> None:
     """Refuse an embedder other than the one that made the store's vectors (recorded in settings).
 
     Vectors of two embedders of one length are not comparable, and nothing else would tell.
     ``record`` stores this embedder as the store's when none is recorded yet (hold the lock).
     """
     this = f"{type(embedder).__module__}.{type(embedder).__qualname__}(dim={embedder.dim})"
-    settings = mem._storage.read_settings()
+    settings = storage.read_settings()
     made_by = settings.get("embedder")
     if made_by is None:
         if record:
-            mem._storage.write_settings({**settings, "embedder": this})
+            storage.write_settings({**settings, "embedder": this})
         return
     if made_by != this:
         raise TempomemError(f"embedder: this store's vectors were made by {made_by}, not {this}; "
@@ -93,30 +95,24 @@ def _embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return vectors
 
 
-def embed(mem: Memory, embedder: Embedder | None = None) -> int:
+def embed(engine: Engine, embedder: Embedder) -> int:
     """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
-    embedder = embedder or store_embedder(mem)
-    with mem._lock, mem._storage.writer_lock():
-        con = mem._connection()
+    with engine.exclusive():
+        con = engine.connection()
         missing = con.sql(
             """SELECT e.fact_id, e.revision, e.text FROM _tm_events AS e
                WHERE e.embedding IS NULL AND e.status <> 'erased' AND e.text IS NOT NULL"""
         ).to_arrow_table()
         if missing.num_rows == 0:
             return 0
-        _matching_embedder(mem, embedder, record=True)
+        _matching_embedder(engine.storage, embedder, record=True)
         # One model call per distinct text: revisions of a fact usually share their text.
         texts = pl.from_arrow(missing.select(["text"]))
         distinct = texts.unique(maintain_order=True)
         vectors = _embed_texts(embedder, distinct["text"].to_list())
         position = texts.join(distinct.with_row_index("i"), on="text", how="left", maintain_order="left")["i"]
         table = _vectors_table(missing["fact_id"], missing["revision"], vectors[position.to_numpy()])
-        before = mem._storage.snapshot().version
-        saved = mem._storage.read_clock()
-        mem._storage.set_embeddings(table)
-        if saved is not None and saved["version"] == before:
-            # Belief time did not move: carry the store clock over to the new version.
-            mem._storage.write_clock(mem._storage.latest_version(), saved["last_recorded_us"])
+        engine.set_embeddings(table)
         return missing.num_rows
 
 
@@ -207,7 +203,7 @@ def _query_vector(mem: Memory, query: Any) -> list[float]:
         if not query.strip():
             raise TempomemError("query: must not be empty")
         embedder = store_embedder(mem)
-        _matching_embedder(mem, embedder, record=False)
+        _matching_embedder(Storage(mem.path), embedder, record=False)
         return _embed_texts(embedder, [query])[0].tolist()
     try:
         vector = np.asarray(query, dtype=np.float64)

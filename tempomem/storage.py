@@ -13,7 +13,6 @@ call is carried out by a worker process started with ``spawn``.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import multiprocessing
 import os
@@ -21,8 +20,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,6 +52,10 @@ _FOLD_WHEN_FRESH_SHARE = 8
 _FOLD_MEMORY = "2GB"
 #: A fold writes files of at most this many row groups (1M rows).
 _FOLD_ROW_GROUPS_PER_FILE = 64
+
+
+def _entry(version: int) -> str:
+    return f"{version:020d}.json"
 
 
 @dataclass(frozen=True)
@@ -268,10 +270,6 @@ def _fresh_rows(files: tuple[str, ...]) -> tuple[int, int]:
 
 # -- the store directory ----------------------------------------------------------------------
 
-_thread_locks: dict[str, threading.RLock] = {}
-_thread_locks_guard = threading.Lock()
-
-
 class Storage:
     """A store folder: its Delta table, settings and writer lock."""
 
@@ -279,9 +277,7 @@ class Storage:
         self.path = Path(path).resolve()
         self._uri = str(self.path)
         self._snapshot = Snapshot(-1, ())
-        self._lock_depth = 0
-        with _thread_locks_guard:
-            self._thread_lock = _thread_locks.setdefault(self._uri, threading.RLock())
+        self._newest = -1
 
     # creation and discovery
     @staticmethod
@@ -318,17 +314,47 @@ class Storage:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
-    def write_clock(self, version: int, last_recorded_us: int | None) -> None:
-        self._write_json("clock.json", {"version": version, "last_recorded_us": last_recorded_us})
+    def write_clock(self, version: int, last_recorded_us: int | None, epoch: int = 0) -> None:
+        """The store clock as of ``version``: the last write-path belief time, and the count of
+        rewrites (erasures) so far, which tells a writer's state cache to start again."""
+        self._write_json("clock.json", {"version": version, "last_recorded_us": last_recorded_us, "epoch": epoch})
 
     # the table
     def latest_version(self) -> int:
-        """The newest committed version, read from the log folder without deltalake."""
-        newest = -1
-        for name in os.listdir(self.path / _LOG_DIR):
-            if name.endswith(".json") and name[:20].isdigit():
-                newest = max(newest, int(name[:20]))
-        return newest
+        """The newest committed version, read from the log folder without deltalake.
+
+        Versions only grow, so after the first listing it probes the next entries' names: a
+        store of many commits is not listed on every commit.
+        """
+        log = self.path / _LOG_DIR
+        if self._newest < 0 or not (log / _entry(self._newest)).exists():
+            self._newest = max((int(n[:20]) for n in os.listdir(log) if n.endswith(".json") and n[:20].isdigit()),
+                               default=-1)
+        while (log / _entry(self._newest + 1)).exists():
+            self._newest += 1
+        return self._newest
+
+    def appended_files(self, since: int) -> list[tuple[str, int]] | None:
+        """The data files (path, rows) that appends added after version ``since``.
+
+        A version that also removed files (a compaction or fold) rewrote rows without changing
+        them, so its files are not counted; an erasure is told by the clock's epoch. ``None``
+        when a log entry is gone (the log was cleaned up): the caller cannot know.
+        """
+        out: list[tuple[str, int]] = []
+        for version in range(since + 1, self.latest_version() + 1):
+            try:
+                lines = (self.path / _LOG_DIR / _entry(version)).read_text().splitlines()
+            except FileNotFoundError:
+                return None
+            actions = [json.loads(line) for line in lines if line.strip()]
+            if any("remove" in a for a in actions):
+                continue
+            for action in actions:
+                if "add" in action:
+                    stats = json.loads(action["add"].get("stats") or "{}")
+                    out.append((str(self.path / action["add"]["path"]), int(stats.get("numRecords", 1 << 40))))
+        return out
 
     def snapshot(self) -> Snapshot:
         """The current version and its data files (cached while the log has not moved)."""
@@ -477,20 +503,6 @@ class Storage:
             out.extend(str(Path(root, f).resolve()) for f in files if f.endswith(".parquet"))
         return sorted(out)
 
-    # the writer lock
-    @contextmanager
-    def writer_lock(self) -> Iterator[None]:
-        """Serialize writers: threads of this process, then processes on this machine."""
-        with self._thread_lock:
-            if self._lock_depth:  # re-entered by the thread that holds it: flock would deadlock
-                yield
-                return
-            lock_path = self.path / _META_DIR / "write.lock"
-            with open(lock_path, "a+") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-                self._lock_depth += 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth -= 1
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    def lock_path(self) -> Path:
+        """The file whose flock serializes writer processes (the engine takes it)."""
+        return self.path / _META_DIR / "write.lock"

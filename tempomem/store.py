@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,14 @@ import pyarrow as pa
 from . import diff, erasure, queries
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
+from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
-from .schema import ARITIES, EVENT_SCHEMA, POLICIES, SCHEMA_VERSION, SORT_KEYS, Fact
-from .storage import Snapshot, Storage
-from .times import MICROSECOND, UTC, TimeLike, system_clock, to_utc
+from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
+from .states import as_fact
+from .storage import Storage
+from .times import TimeLike, to_utc
 from .trust import trust_filters
-from .writepath import Batch, clean_reason, new_assertion
+from .writepath import clean_reason, new_assertion
 
 Clock = Callable[[], datetime]
 
@@ -50,17 +51,15 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
             "predicates": {},
             "salt": secrets.token_hex(16),
         })
-    mem = Memory(Storage(path), clock=clock, embedder=embedder)
-    stored = mem._storage.read_settings()
+    storage = Storage(path)
+    stored = storage.read_settings()
     if stored.get("schema_version") != SCHEMA_VERSION:
         raise TempomemError(
             f"path: store schema version {stored.get('schema_version')} is not {SCHEMA_VERSION}; export it with the "
             f"tempomem that wrote it (tempomem export) and backfill the file into a new store")
+    mem = Memory(storage, clock=clock, embedder=embedder)
     if policy is not None and policy != stored["policy"]:
-        with mem._storage.writer_lock():
-            settings = mem._storage.read_settings()
-            settings["policy"] = policy
-            mem._storage.write_settings(settings)
+        mem._engine.update_settings(lambda settings: settings.update(policy=policy))
     for predicate, arity in (predicates or {}).items():
         mem.declare(predicate, arity)
     return mem
@@ -71,7 +70,7 @@ class Memory:
 
     def __init__(self, storage: Storage, *, clock: Clock | None = None, embedder: Any = None) -> None:
         self._storage = storage
-        self._clock: Clock = clock or system_clock
+        self._engine = Engine(storage, clock)
         self.embedder = embedder
         self._lock = threading.RLock()
         self._con: duckdb.DuckDBPyConnection | None = None
@@ -98,13 +97,8 @@ class Memory:
             raise TempomemError(f"arity: must be one of {', '.join(ARITIES)}, got {arity!r}")
         if policy is not None and policy not in POLICIES:
             raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
-        with self._storage.writer_lock():
-            settings = self._storage.read_settings()
-            settings["predicates"][predicate] = {"arity": arity, "policy": policy}
-            self._storage.write_settings(settings)
-
-    def _rules(self, settings: dict[str, Any]) -> dict[str, tuple[str, str]]:
-        return {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}
+        self._engine.update_settings(
+            lambda settings: settings["predicates"].update({predicate: {"arity": arity, "policy": policy}}))
 
     # -- connection ---------------------------------------------------------------------------
     def _connection(self) -> duckdb.DuckDBPyConnection:
@@ -144,7 +138,7 @@ class Memory:
 
     def now(self) -> datetime:
         """The store clock's current time."""
-        return to_utc(self._clock(), field="clock")  # type: ignore[return-value]
+        return self._engine.now()
 
     def current(self, subject: str | None = None, predicate: str | None = None, *,
                 scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
@@ -198,7 +192,7 @@ class Memory:
             states = queries.latest_states(self._connection(), fact_id=fact_id)
         if not states:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
-        return _as_fact(states[0])
+        return as_fact(states[0])
 
     def diff(self, from_at: TimeLike, to_at: TimeLike, *, subjects: str | list[str] | None = None,
              predicates: str | list[str] | None = None) -> MemoryDiff:
@@ -210,51 +204,13 @@ class Memory:
 
     def check(self) -> queries.CheckReport:
         """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
-        settings = self._storage.read_settings()
-        multi = [p for p, (arity, _) in self._rules(settings).items() if arity == "multi"]
+        rules, _ = self._engine.rules()
+        multi = [p for p, (arity, _) in rules.items() if arity == "multi"]
         stray = sorted(set(self._storage.data_files_on_disk()) - self._storage.referenced_files())
         with self._lock:
             return queries.problems(self._connection(), multi, stray)
 
     # -- writes -----------------------------------------------------------------------------
-    @contextmanager
-    def _commit(self, assertions: list[dict[str, Any]] | None = None,
-                fact_id: str | None = None) -> Iterator[Batch]:
-        """Lock, load the states a commit needs, let the caller apply operations, then commit."""
-        with self._lock, self._storage.writer_lock():
-            con = self._connection()
-            snap = self._storage.snapshot()
-            commit_time = self._commit_time(con, snap)
-            states = [] if assertions is None else queries.write_states(con, assertions)
-            if fact_id is not None:
-                found = queries.latest_states(con, fact_id=fact_id)
-                if found:
-                    key_states = queries.latest_states(con, subjects=[found[0]["subject"]],
-                                                       predicates=[found[0]["predicate"]])
-                    states = [s for s in key_states if s["scope"] == found[0]["scope"]]
-            settings = self._storage.read_settings()
-            batch = Batch(states, commit_time=commit_time, rules=self._rules(settings),
-                          default_policy=settings["policy"])
-            yield batch
-            rows = batch.rows(ingested_at=system_clock())
-            if rows:
-                table = pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS)
-                self._storage.append(table)
-                self._storage.write_clock(self._storage.latest_version(), _micros(commit_time))
-
-    def _commit_time(self, con: duckdb.DuckDBPyConnection, snap: Snapshot) -> datetime:
-        """The store clock, strictly after the previous write-path commit."""
-        saved = self._storage.read_clock()
-        if saved is not None and saved["version"] == snap.version:
-            last_us = saved["last_recorded_us"]
-        else:
-            last = queries.last_api_commit(con)
-            last_us = None if last is None else _micros(last)
-        now = self.now()
-        if last_us is not None and _micros(now) <= last_us:
-            return datetime.fromtimestamp(0, UTC) + (last_us + 1) * MICROSECOND
-        return now
-
     def assert_fact(self, subject: str, predicate: str, object: str, *, valid_from: TimeLike | None = None,
                     valid_to: TimeLike | None = None, scope: str = "default", source: str = "user",
                     confidence: float = 0.9, text: str | None = None, artifact: str | None = None,
@@ -275,9 +231,7 @@ class Memory:
         """
         records = _records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
-        with self._commit(assertions=news) as batch:
-            ids = [batch.assert_fact(n) for n in news]
-        return [_as_fact(batch.states[i]) for i in ids]
+        return self._engine.assertions(news)
 
     def invalidate(self, fact_id: str, *, at: TimeLike, reason: str) -> Fact:
         """The fact ended in the world at ``at`` (sets or corrects its end; a new revision)."""
@@ -285,27 +239,23 @@ class Memory:
         if end is None:
             raise TempomemError("at: an end time is required")
         why = clean_reason(reason)
-        with self._commit(fact_id=fact_id) as batch:
-            batch.invalidate(fact_id, end, why)
-        return _as_fact(batch.states[fact_id])
+        return self._engine.change(fact_id, lambda batch: batch.invalidate(fact_id, end, why))
 
     def forget(self, subject: str, *, reason: str, scope: str | None = None) -> int:
         """Erase a subject from every file of the store, leaving tombstones; returns the facts erased.
 
         >>> mem.forget("customer-42", reason="GDPR request")  # doctest: +SKIP
         """
-        return erasure.forget(self, subject, reason=reason, scope=scope)
+        return erasure.forget(self._engine, subject, reason=reason, scope=scope)
 
     def correct(self, fact_id: str, *, reason: str) -> Fact:
         """Retract a fact as never true: it leaves every belief from now on, its validity unchanged."""
         why = clean_reason(reason)
-        with self._commit(fact_id=fact_id) as batch:
-            batch.correct(fact_id, why)
-        return _as_fact(batch.states[fact_id])
+        return self._engine.change(fact_id, lambda batch: batch.correct(fact_id, why))
 
     def backfill(self, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
                  lenient: bool = False, strict: bool = False, resolve: bool = False,
-                 epoch_unit: str = "s") -> Any:
+                 epoch_unit: str = "s", progress: Callable[[str, int], None] | None = None) -> Any:
         """Load existing history keeping its belief times; returns a :class:`tm.BackfillReport` (SPEC §9).
 
         ``data``: a Parquet/CSV/JSON Lines path (by extension or ``format=``), a folder or glob
@@ -315,14 +265,15 @@ class Memory:
         (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
         reads unparseable valid times as missing and loads beliefs from the future.
         ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
-        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads numeric times.
+        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads numeric times. ``progress``, when
+        given, is called as ``progress(stage, rows_done)`` while the load runs.
 
         >>> mem.backfill("old_memory.csv", mapping={"ts": "recorded_at"}).loaded  # doctest: +SKIP
         """
         from .backfill import backfill
 
-        return backfill(self, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
-                        resolve=resolve, epoch_unit=epoch_unit)
+        return backfill(self._engine, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
+                        resolve=resolve, epoch_unit=epoch_unit, progress=progress)
 
 
     # -- recall (tempomem.recall) ---------------------------------------------------------
@@ -338,7 +289,7 @@ class Memory:
         """
         from . import recall
 
-        return recall.embed(self, embedder)
+        return recall.embed(self._engine, embedder or recall.store_embedder(self))
 
     def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
                believed_at: TimeLike | None = None, subject: str | None = None,
@@ -359,15 +310,6 @@ class Memory:
 
         return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
                              subject=subject, predicate=predicate, trusted=trusted)
-
-
-def _micros(t: datetime) -> int:
-    return (t - datetime.fromtimestamp(0, UTC)) // MICROSECOND
-
-
-def _as_fact(state: dict[str, Any]) -> Fact:
-    return Fact.from_row({**state, "recorded_at": state["first_recorded_at"],
-                          "ingested_at": state.get("ingested_at") or system_clock()})
 
 
 def _records(rows: Any) -> list[dict[str, Any]]:

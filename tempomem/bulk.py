@@ -1,0 +1,85 @@
+"""A large ``assert_many`` on the set-based path (:mod:`tempomem.rounds`), in one commit.
+
+The engine calls :func:`assert_set_based` under the writer lock for batches over
+``engine.SET_BASED_FROM`` rows. The batch is all-or-nothing: a refused row raises its error
+and nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+
+from . import rounds
+from .errors import ClockError, ConflictError
+from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
+from .times import system_clock
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+_TS = pa.timestamp("us", tz="UTC")
+_OPS_SCHEMA = pa.schema([
+    ("op", pa.int64()), ("kind", pa.string()), ("commit_time", _TS), ("scope", pa.string()),
+    ("subject", pa.string()), ("predicate", pa.string()), ("object", pa.string()), ("valid_from", _TS),
+    ("valid_to", _TS), ("valid_from_inferred", pa.bool_()), ("reference_time", _TS),
+    ("artifacts", pa.list_(pa.string())), ("reason", pa.string()), ("target_op", pa.int64()),
+    ("text", pa.string()), ("source", pa.string()), ("confidence", pa.float64()), ("origin", pa.string()),
+    ("attributes", pa.string()), ("embedding", pa.list_(pa.float32())), ("link_type", pa.string()),
+    ("weight", pa.float64()),
+])
+
+
+def assert_set_based(engine: Engine, news: list[dict[str, Any]]) -> list[Fact]:
+    """Apply validated assertions (``writepath.new_assertion``) in order, as one commit."""
+    commit_time = engine.commit_time()
+    n = len(news)
+    columns: dict[str, Any] = {name: [row.get(name) for row in news] for name in _OPS_SCHEMA.names
+                               if name not in ("op", "kind", "commit_time", "target_op")}
+    columns.update(op=list(range(n)), kind=["assert"] * n, commit_time=[commit_time] * n, target_op=[None] * n)
+    ops = pa.Table.from_pydict(columns, schema=_OPS_SCHEMA)
+    con = engine.connection()
+    con.register("_tm_ops_in", ops)
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE _tm_keys AS "
+                    "SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_stored AS {rounds.stored_states_sql('_tm_keys')}")
+        rules, default_policy = engine.rules()
+        applied = rounds.apply(con, rules, default_policy, ingested_at=system_clock())
+        stored = con.sql("SELECT * FROM _tm_stored").to_arrow_table()
+    finally:
+        con.unregister("_tm_ops_in")
+        for name in ("_tm_keys", "_tm_stored"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+    if applied.refused.num_rows:
+        _raise_refused(applied.refused, news)
+    if applied.rows.num_rows:
+        engine.commit(applied.rows.sort_by(SORT_KEYS), commit_time)
+    return _landed_facts(applied, stored)
+
+
+def _raise_refused(refused: pa.Table, news: list[dict[str, Any]]) -> None:
+    first = refused.slice(0, 1).to_pylist()[0]
+    row = news[first["op"]]
+    where = f"row {first['op']}, " if len(news) > 1 else ""
+    if first["kind"] == "conflict":
+        raise ConflictError(f"{where}overlapping value: {row['subject']} {row['predicate']} {row['object']!r} "
+                            f"overlaps {first['conflict_objects']} (fact {first['conflict_ids']}) and the "
+                            "predicate's policy is reject")
+    raise ClockError(f"{where}fact {first['fact_id']}: its latest revision was recorded at or after this commit; "
+                     "the store clock is behind it")
+
+
+def _landed_facts(applied: rounds.Applied, stored: pa.Table) -> list[Fact]:
+    """Each assertion's fact as it now stands: its newest row written, else as stored."""
+    written = pl.from_arrow(applied.rows)
+    before = pl.from_arrow(stored.cast(EVENT_SCHEMA))
+    assert isinstance(written, pl.DataFrame) and isinstance(before, pl.DataFrame)
+    latest = (pl.concat([before, written]).sort("revision").group_by("fact_id").last()
+              .with_columns(recorded_at=pl.col("first_recorded_at")))
+    landed = pl.from_arrow(applied.landed)
+    assert isinstance(landed, pl.DataFrame)
+    facts = landed.join(latest, on="fact_id", how="left").sort("op")
+    return [Fact.from_row(row) for row in facts.to_dicts()]

@@ -1,0 +1,266 @@
+"""The write engine: the one owner of every commit to a store.
+
+It holds the writer lock (threads of this process, then processes on this machine), the store
+clock (SPEC §1.4), the believed states of the keys a commit touches, and the commit itself.
+``assert_fact``, ``assert_many``, ``invalidate`` and ``correct`` reach it as requests
+(:meth:`Engine.assertions`, :meth:`Engine.change`); backfill, erasure, ``embed`` and settings
+changes take it whole with :meth:`Engine.exclusive`.
+
+**Group commit.** A request is queued, then its thread waits for the writer lock. Whoever gets
+the lock takes every queued request and applies them in queue order, as if one after another,
+in one Delta commit with one ``recorded_at``; the others find their answer ready when the lock
+comes to them. Each request is all-or-nothing: one that the write path refuses is left out
+and gets its own error, and the group is applied again without it.
+
+**Small commits read what they touch.** The engine keeps the believed states of the keys it
+has seen, valid for the store version it last saw. Before a commit it checks the log: rows
+another writer appended since are read from those files alone (and their keys forgotten); a
+rewrite (erasure) empties the cache. A key it does not hold is read from the store by key.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from . import queries
+from .connection import bind_files, new_connection
+from .errors import TempomemError
+from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
+from .states import StateCache, as_fact, micros, relevant_states
+from .storage import Storage
+from .times import MICROSECOND, UTC, system_clock, to_utc
+from .writepath import Batch
+
+Clock = Callable[[], datetime]
+
+#: Batches with more assertions than this are applied set-based (``rounds.sql``); fewer go
+#: through the one-row path, whose fixed cost is microseconds instead of a DuckDB round.
+SET_BASED_FROM = 512
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def _thread_lock(path: Path) -> threading.RLock:
+    with _thread_locks_guard:
+        return _thread_locks.setdefault(str(path), threading.RLock())
+
+
+@dataclass
+class _Request:
+    """One caller's operations: applied to a :class:`Batch`, answered with Facts or an error."""
+
+    apply: Callable[[Batch], list[str]]
+    keys: set[tuple[str, str, str]]
+    news: list[dict[str, Any]] = field(default_factory=list)
+    fact_ids: list[str] = field(default_factory=list)
+    facts: list[Fact] | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+class Engine:
+    """Every write to one store goes through here (see the module doc)."""
+
+    def __init__(self, storage: Storage, clock: Clock | None = None) -> None:
+        self.storage = storage
+        self._clock: Clock = clock or system_clock
+        self._lock = _thread_lock(storage.path)
+        self._depth = 0
+        self._pending: list[_Request] = []
+        self._pending_guard = threading.Lock()
+        self._cache = StateCache()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._bound = -2
+
+    def now(self) -> datetime:
+        """The store clock's current time."""
+        return to_utc(self._clock(), field="clock")  # type: ignore[return-value]
+
+    # -- the writer lock ------------------------------------------------------------------------
+    @contextmanager
+    def exclusive(self) -> Iterator[Engine]:
+        """Hold the writer lock: threads of this process, then processes on this machine.
+
+        Re-entered by the thread that holds it, it just yields (flock would deadlock).
+        """
+        with self._lock:
+            if self._depth:
+                yield self
+                return
+            with open(self.storage.lock_path(), "a+") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    # -- settings -------------------------------------------------------------------------------
+    def update_settings(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``change`` to the stored settings under the writer lock."""
+        with self.exclusive():
+            settings = self.storage.read_settings()
+            change(settings)
+            self.storage.write_settings(settings)
+
+    def rules(self) -> tuple[dict[str, tuple[str, str | None]], str]:
+        """Each declared predicate's (arity, policy), and the store's default policy."""
+        settings = self.storage.read_settings()
+        return {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}, settings["policy"]
+
+    # -- the clock ------------------------------------------------------------------------------
+    def last_api_us(self) -> int | None:
+        """The last write-path belief time (µs): from the clock file when it is current, else a scan.
+
+        Call under the writer lock.
+        """
+        saved = self.storage.read_clock()
+        if saved is not None and saved["version"] == self.storage.latest_version():
+            return saved["last_recorded_us"]
+        last = queries.last_api_commit(self.connection())
+        return None if last is None else micros(last)
+
+    def commit_time(self) -> datetime:
+        """The store clock, strictly after the previous write-path commit (under the writer lock)."""
+        last_us = self.last_api_us()
+        now = self.now()
+        if last_us is not None and micros(now) <= last_us:
+            return datetime.fromtimestamp(0, UTC) + (last_us + 1) * MICROSECOND
+        return now
+
+    def _record(self, last_us: int | None, *, rewrote: bool = False) -> tuple[int, int]:
+        """Record the clock for the version just committed; a rewrite starts a new cache epoch."""
+        epoch = (self.storage.read_clock() or {}).get("epoch", 0) + (1 if rewrote else 0)
+        version = self.storage.latest_version()
+        self.storage.write_clock(version, last_us, epoch)
+        return version, epoch
+
+    def _foreign(self, last_us: int | None, *, rewrote: bool = False) -> None:
+        """After a write whose rows the state cache did not see: record the clock, empty the cache."""
+        self._cache.forget_all(*self._record(last_us, rewrote=rewrote))
+
+    # -- commits (under the writer lock) ---------------------------------------------------------
+    def append(self, table: pa.Table) -> None:
+        """Commit revision rows whose belief times are their own (a replay); the clock stays."""
+        last_us = self.last_api_us()
+        self.storage.append(table)
+        self._foreign(last_us)
+
+    def add_files(self, files: list[Path], last_us: int | None) -> None:
+        """Commit Parquet files written in the table folder (backfill); the clock stays at ``last_us``."""
+        self.storage.add_files(files)
+        self._foreign(last_us)
+
+    def overwrite(self, table: pa.Table, last_us: int) -> None:
+        """Replace every row (erasure); the clock moves to ``last_us``."""
+        self.storage.overwrite(table)
+        self._foreign(last_us, rewrote=True)
+
+    def set_embeddings(self, table: pa.Table) -> None:
+        """Write derived embeddings in place; no belief time moves."""
+        last_us = self.last_api_us()
+        self.storage.set_embeddings(table)
+        self._foreign(last_us)
+
+    def commit(self, table: pa.Table, recorded_at: datetime) -> int:
+        """Commit write-path rows recorded at ``recorded_at``: the store clock moves to it."""
+        self.storage.append(table)
+        return self._record(micros(recorded_at))[0]
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The engine's DuckDB connection, ``_tm_events`` bound to the newest version (under the lock)."""
+        if self._con is None:
+            self._con = new_connection()
+        snap = self.storage.snapshot()
+        if snap.version != self._bound:
+            bind_files(self._con, snap.files, first=self._bound == -2)
+            self._bound = snap.version
+        return self._con
+
+    # -- the write path -------------------------------------------------------------------------
+    def assertions(self, news: list[dict[str, Any]]) -> list[Fact]:
+        """Commit validated assertions (``writepath.new_assertion``) in order; return where each landed."""
+        if len(news) > SET_BASED_FROM:
+            from .bulk import assert_set_based
+
+            with self.exclusive():
+                facts = assert_set_based(self, news)
+                self._cache.forget_all(-1, None)
+                return facts
+
+        def apply(batch: Batch) -> list[str]:
+            return [batch.assert_fact(dict(n)) for n in news]
+
+        keys = {(n["scope"], n["subject"], n["predicate"]) for n in news}
+        return self._submit(_Request(apply, keys, news=news))
+
+    def change(self, fact_id: str, apply: Callable[[Batch], str]) -> Fact:
+        """Commit one change of a stored fact (``Batch.invalidate`` or ``Batch.correct``)."""
+        return self._submit(_Request(lambda batch: [apply(batch)], set(), fact_ids=[fact_id]))[0]
+
+    def _submit(self, request: _Request) -> list[Fact]:
+        with self._pending_guard:
+            self._pending.append(request)
+        with self._lock:
+            if not request.done:
+                with self.exclusive():
+                    with self._pending_guard:
+                        group, self._pending = self._pending, []
+                    self._commit_group(group)
+        if request.error is not None:
+            raise request.error
+        assert request.facts is not None
+        return request.facts
+
+    def _commit_group(self, group: list[_Request]) -> None:
+        """Apply the group in queue order in one commit; a refused request leaves it alone."""
+        try:
+            self._cache.sync(self)
+            commit_time = self.commit_time()
+            keys = set().union(*(r.keys for r in group))
+            ids = [i for r in group for i in r.fact_ids]
+            states = self._cache.states(self, keys, ids)
+            rules, default_policy = self.rules()
+            live = list(group)
+            while True:
+                batch = Batch(relevant_states(copy.deepcopy(states), [n for r in live for n in r.news], ids),
+                              commit_time=commit_time, rules=rules, default_policy=default_policy)
+                landed: list[list[str]] = []
+                for request in live:
+                    try:
+                        landed.append(request.apply(batch))
+                    except TempomemError as exc:
+                        request.error = exc
+                        break
+                else:
+                    break
+                live = [r for r in live if r.error is None]
+            ingested_at = system_clock()
+            rows = batch.rows(ingested_at=ingested_at)
+            if rows:
+                version = self.commit(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS), commit_time)
+                self._cache.committed(version, batch)
+            for request, fact_ids in zip(live, landed, strict=True):
+                request.facts = [as_fact(batch.states[i]) for i in fact_ids]
+        except BaseException as exc:  # the commit failed: every request still waiting gets the error
+            for request in group:
+                if request.facts is None and request.error is None:
+                    request.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for request in group:
+                request.done = True

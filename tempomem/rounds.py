@@ -1,0 +1,143 @@
+"""The set-based write path: SPEC §5 over whole batches, in rounds (``rounds.sql``).
+
+The caller binds two relations on a DuckDB connection that has ``macros.sql`` loaded:
+
+``_tm_ops_in``  one row per operation, in batch order (``op``), with the columns of
+                :data:`OP_COLUMNS`; its payload columns (:data:`PAYLOAD_COLUMNS`) are what a
+                new fact stores beside its state;
+``_tm_stored``  the latest stored revision (``EVENT_SCHEMA`` rows) of every believed fact
+                of the batch's keys.
+
+:func:`apply` runs one round per operation of the busiest key (each round is a handful of
+statements over every key at once) and returns the revision rows to commit, the fact each
+assertion landed on, and the operations the write path refused. It commits nothing: the
+engine does (:mod:`tempomem.engine`).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from importlib import resources
+
+import duckdb
+import pyarrow as pa
+
+from .schema import EVENT_SCHEMA
+from .temporal import decisions
+
+#: What ``_tm_ops_in`` gives for each operation (``kind`` is ``assert`` or ``correct``; a
+#: correction names the assertion whose fact it retracts in ``target_op``).
+OP_COLUMNS = ("op", "kind", "commit_time", "scope", "subject", "predicate", "object", "valid_from", "valid_to",
+              "valid_from_inferred", "reference_time", "artifacts", "reason", "target_op")
+PAYLOAD_COLUMNS = ("text", "source", "confidence", "origin", "attributes", "embedding", "link_type", "weight")
+
+_STATE_COLUMNS = ("fact_id", "scope", "subject", "predicate", "object", "valid_from", "valid_to",
+                  "valid_from_inferred", "retracted_at", "superseded_at", "superseded_by", "status", "reason",
+                  "artifacts", "first_recorded_at")
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a batch does, before anything is written."""
+
+    #: One revision row per fact and commit, in ``EVENT_SCHEMA``.
+    rows: pa.Table
+    #: ``op``, ``fact_id``: the fact each assertion that was not refused landed on.
+    landed: pa.Table
+    #: ``op``, ``kind`` (``conflict``, ``clock`` or ``not_believed``), ``fact_id``, and for a
+    #: conflict the other facts' ``conflict_ids`` and ``conflict_objects``: the refused.
+    refused: pa.Table
+
+
+@cache
+def _statements() -> dict[str, list[str]]:
+    """``rounds.sql`` split into its named sections, each a list of statements."""
+    text = resources.files("tempomem").joinpath("rounds.sql").read_text()
+    sections: dict[str, list[str]] = {}
+    for part in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
+        name, _, body = part.partition("\n")
+        sections[name.strip()] = [s for s in _split(body) if s]
+    return sections
+
+
+def _split(body: str) -> list[str]:
+    """Statements of a section: split at the semicolons that end a line (none is inside a string)."""
+    return [s.strip() for s in re.split(r";\s*$", body, flags=re.MULTILINE) if _code(s)]
+
+
+def _code(statement: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in statement.splitlines())
+
+
+def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None]], default_policy: str, *,
+          ingested_at: datetime, origin: str | None = None) -> Applied:
+    """Apply ``_tm_ops_in`` to ``_tm_stored`` (see the module doc); ``origin`` overrides every row's."""
+    for statement in _statements()["setup"]:
+        con.execute(statement)
+    con.register("_tm_decisions_in", pa.table(dict(zip(("case_name", "rule", "action"),
+                                                       zip(*decisions.rows(), strict=True), strict=True))))
+    predicates = list(rules)
+    con.register("_tm_rules_in", pa.table({
+        "predicate": pa.array(predicates, pa.string()),
+        "arity": pa.array([rules[p][0] for p in predicates], pa.string()),
+        "rule": pa.array([decisions.rule_of(rules[p][0], rules[p][1] or default_policy) for p in predicates],
+                         pa.string())}))
+    try:
+        _prepare(con, default_policy)
+        last = con.sql("SELECT coalesce(max(round), 0) FROM _tm_ops").fetchall()[0][0]
+        for r in range(1, last + 1):
+            for statement in _statements()["round"]:
+                con.execute(statement, {"round": r} if "$round" in statement else None)
+        out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at})
+        rows = out.to_arrow_table().cast(EVENT_SCHEMA)
+        return Applied(rows, con.sql("SELECT * FROM _tm_landed ORDER BY op").to_arrow_table(),
+                       con.sql("SELECT * FROM _tm_refused ORDER BY op").to_arrow_table())
+    finally:
+        for name in ("_tm_decisions_in", "_tm_rules_in"):
+            con.unregister(name)
+        for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_emitted", "_tm_landed",
+                     "_tm_refused", "_tm_r", "_tm_b", "_tm_n", "_tm_dup", "_tm_landing", "_tm_acts", "_tm_final",
+                     "_tm_corrections", "_tm_u"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str) -> None:
+    """The tables the rounds read and write, from ``_tm_ops_in`` and ``_tm_stored``."""
+    default_rule = decisions.rule_of("single", default_policy)
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_decisions AS SELECT * FROM _tm_decisions_in")
+    # A new fact's id sorts by its commit time, then by its place in the batch; the salt keeps
+    # two loads of the same log from making the same ids.
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _tm_ops AS
+        SELECT {', '.join(f'o.{c}' for c in OP_COLUMNS)},
+               CAST(row_number() OVER (PARTITION BY o.scope, o.subject, o.predicate ORDER BY o.op) AS INTEGER) AS round,
+               coalesce(r.arity, 'single') AS arity, coalesce(r.rule, $default_rule) AS rule,
+               format('{{:014x}}{{:08x}}{{}}', epoch_us(o.commit_time), o.op, $salt) AS new_id
+        FROM _tm_ops_in AS o LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate
+        ORDER BY round, o.op""", {"default_rule": default_rule, "salt": secrets.token_hex(4)[:7]})
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
+                "FROM _tm_ops_in WHERE kind = 'assert'")
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE _tm_state AS
+        SELECT {', '.join(_STATE_COLUMNS)}, recorded_at AS last_recorded_at, false AS emitted,
+               CAST(NULL AS BIGINT) AS born_op
+        FROM _tm_stored""")
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_emitted AS "
+                "SELECT CAST(0 AS INTEGER) AS round, * FROM _tm_state LIMIT 0")
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_landed (op BIGINT, fact_id VARCHAR)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_refused "
+                "(op BIGINT, kind VARCHAR, fact_id VARCHAR, conflict_ids VARCHAR, conflict_objects VARCHAR)")
+
+
+def stored_states_sql(keys: str) -> str:
+    """SQL for ``_tm_stored``: the latest revision of each believed fact of the keys in the
+    relation named ``keys`` (a fixed name of the caller's, never input), from ``_tm_events``."""
+    return f"""
+        SELECT e.* FROM _tm_events AS e
+        SEMI JOIN {keys} AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+        QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)
+                AND e.status NOT IN ('retracted', 'erased')"""

@@ -1,0 +1,216 @@
+"""Fact states for the one-row write path: read from the store by key, cached between commits.
+
+A *state* is a dict with the event columns of a fact's latest revision, plus
+``first_recorded_at`` and ``_stored_revision`` / ``_stored_recorded_at`` (its latest stored
+revision; ``None`` for a fact born in the commit), the shape :class:`writepath.Batch` works on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from .schema import Fact
+from .temporal.intervals import overlap
+from .times import MICROSECOND, UTC, system_clock
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .writepath import Batch
+
+Key = tuple[str, str, str]
+
+#: More cached keys than this and the cache starts again: it serves agents' small commits,
+#: whose keys repeat, not a scan of the store.
+_MAX_KEYS = 200_000
+#: Rows another writer appended beyond this many are not read key by key: the cache empties.
+_MAX_FOREIGN_ROWS = 100_000
+
+_LATEST = "QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)"
+_BELIEVED = "e.status NOT IN ('retracted', 'erased')"
+_ONE_KEY_SQL = f"""
+SELECT e.* FROM _tm_events AS e
+WHERE e.scope = $scope AND e.subject = $subject AND e.predicate = $predicate
+{_LATEST} AND {_BELIEVED}"""
+_KEYS_SQL = f"""
+SELECT e.* FROM _tm_events AS e
+SEMI JOIN _tm_cache_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+WHERE list_contains($subjects, e.subject)
+{_LATEST} AND {_BELIEVED}"""
+_FACT_SQL = "SELECT e.* FROM _tm_events AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
+
+
+def micros(t: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime."""
+    return (t - datetime.fromtimestamp(0, UTC)) // MICROSECOND
+
+
+def as_fact(state: dict[str, Any]) -> Fact:
+    """The :class:`Fact` a state stands for (``recorded_at`` is when the fact was first recorded)."""
+    return Fact.from_row({**state, "recorded_at": state["first_recorded_at"],
+                          "ingested_at": state.get("ingested_at") or system_clock()})
+
+
+def from_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """States from latest-revision rows.
+
+    Timestamps cross as naive values and get their UTC zone here: pyarrow converts zoned
+    timestamps to Python through a time-zone lookup per value, ten times slower.
+    """
+    zoned = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
+    naive = table.cast(pa.schema([pa.field(f.name, pa.timestamp(f.type.unit)) if f.name in zoned else f
+                                  for f in table.schema]))
+    rows = naive.to_pylist()
+    for row in rows:
+        for name in zoned:
+            if row[name] is not None:
+                row[name] = row[name].replace(tzinfo=UTC)
+        row["_stored_revision"] = row.pop("revision")
+        row["_stored_recorded_at"] = row["recorded_at"]
+        row["artifacts"] = list(row["artifacts"] or [])
+    return rows
+
+
+def _key(state: dict[str, Any]) -> Key:
+    return state["scope"], state["subject"], state["predicate"]
+
+
+def _believed(state: dict[str, Any]) -> bool:
+    return state["status"] not in ("retracted", "erased")
+
+
+def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]],
+                    fact_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The states a commit can act on (SPEC §5), so that a key with many facts stays cheap.
+
+    For an assertion: the believed facts of its key whose interval overlaps the hull of the
+    batch's intervals on that key. The others cannot take part: a different object that does
+    not overlap changes nothing, and stored intervals only ever shrink within a commit. Every
+    believed fact of a key is needed when a row of it has no start (the unknown-start rule
+    asks whether any is believed) or when a stored fact has the object of a row (a merge
+    applies the conflict rows to the merged fact's interval). A changed fact takes its whole key.
+    """
+    hulls: dict[Key, list[Any]] = {}
+    for n in news:
+        key = (n["scope"], n["subject"], n["predicate"])
+        hull = hulls.setdefault(key, [False, n["valid_from"], n["valid_to"], set()])
+        hull[0] = hull[0] or n["valid_from"] is None
+        if hull[1] is not None and n["valid_from"] is not None:
+            hull[1] = min(hull[1], n["valid_from"])
+        hull[2] = None if hull[2] is None or n["valid_to"] is None else max(hull[2], n["valid_to"])
+        hull[3].add(n["object"])
+    whole = {_key(states[i]) for i in fact_ids if i in states}
+    for key, (no_start, _, _, objects) in hulls.items():
+        if no_start or any(_key(s) == key and s["object"] in objects for s in states.values()):
+            whole.add(key)
+    out = []
+    for state in states.values():
+        key = _key(state)
+        if key in whole:
+            out.append(state)
+        elif key in hulls:
+            _, lo, hi, _ = hulls[key]
+            if overlap(state["valid_from"], state["valid_to"], lo, hi):
+                out.append(state)
+    return out
+
+
+class StateCache:
+    """The believed latest states of keys, for the store version (and epoch) last seen."""
+
+    def __init__(self) -> None:
+        self.version = -1
+        self.epoch: int | None = None
+        self._keys: dict[Key, dict[str, dict[str, Any]]] = {}
+        self._key_of: dict[str, Key] = {}
+
+    def forget_all(self, version: int, epoch: int | None) -> None:
+        """Start again at ``version`` (after a write whose rows the cache did not see)."""
+        self.version, self.epoch = version, epoch
+        self._keys.clear()
+        self._key_of.clear()
+
+    def sync(self, engine: Engine) -> None:
+        """Bring the cache to the newest version: forget the keys of rows appended since."""
+        version = engine.storage.latest_version()
+        saved = engine.storage.read_clock() or {}
+        epoch = saved.get("epoch", 0)
+        if version == self.version and epoch == self.epoch:
+            return
+        appended = None if epoch != self.epoch or self.version < 0 else engine.storage.appended_files(self.version)
+        if appended is None or sum(rows for _, rows in appended) > _MAX_FOREIGN_ROWS:
+            self.forget_all(version, epoch)
+            return
+        if appended:
+            found = duckdb.sql("SELECT DISTINCT scope, subject, predicate FROM read_parquet($files)",
+                               params={"files": [f for f, _ in appended]}).fetchall()
+            for key in found:
+                for fact_id in self._keys.pop(key, {}):
+                    self._key_of.pop(fact_id, None)
+        self.version, self.epoch = version, epoch
+
+    def states(self, engine: Engine, keys: set[Key], fact_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Latest states of the believed facts of ``keys`` and of the facts ``fact_ids`` (any
+        status, with the believed facts of their keys), read from the store where not cached."""
+        out: dict[str, dict[str, Any]] = {}
+        keys = set(keys)
+        if len(self._keys) + len(keys) + len(fact_ids) > _MAX_KEYS:
+            self.forget_all(self.version, self.epoch)
+        con = None
+        for fact_id in fact_ids:
+            if fact_id in self._key_of:
+                keys.add(self._key_of[fact_id])
+                continue
+            con = con or engine.connection()
+            found = from_rows(con.sql(_FACT_SQL, params={"fact_id": fact_id}).to_arrow_table())
+            if found:
+                out[fact_id] = found[0]
+                keys.add(_key(found[0]))
+        missing = [k for k in keys if k not in self._keys]
+        if missing:
+            self._load(con or engine.connection(), missing)
+        for key in keys:
+            out.update(self._keys[key])
+        return out
+
+    def _load(self, con: duckdb.DuckDBPyConnection, keys: list[Key]) -> None:
+        if len(keys) == 1:
+            scope, subject, predicate = keys[0]
+            table = con.sql(_ONE_KEY_SQL, params={"scope": scope, "subject": subject,
+                                                  "predicate": predicate}).to_arrow_table()
+        else:
+            con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),
+                                                             map(list, zip(*keys, strict=True)), strict=True))))
+            try:
+                table = con.sql(_KEYS_SQL, params={"subjects": sorted({k[1] for k in keys})}).to_arrow_table()
+            finally:
+                con.unregister("_tm_cache_keys")
+        for key in keys:
+            self._keys[key] = {}
+        for state in from_rows(table):
+            self._put(state)
+
+    def _put(self, state: dict[str, Any]) -> None:
+        key = _key(state)
+        facts = self._keys.setdefault(key, {})
+        if _believed(state):
+            facts[state["fact_id"]] = state
+            self._key_of[state["fact_id"]] = key
+        else:
+            facts.pop(state["fact_id"], None)
+            self._key_of.pop(state["fact_id"], None)
+
+    def committed(self, version: int, batch: Batch) -> None:
+        """Take in what the one-row path just wrote: each touched fact's new latest state."""
+        for fact_id in batch.touched:
+            state = dict(batch.states[fact_id])
+            if _key(state) not in self._keys:
+                continue
+            state["_stored_revision"] = (state["_stored_revision"] or 0) + 1
+            state["_stored_recorded_at"] = state["recorded_at"] = batch.commit_time
+            self._put(state)
+        self.version = version
