@@ -56,7 +56,7 @@ def generate(path: Path, revisions: int) -> tm.Memory:
     """).to_arrow_table().cast(HISTORY_SCHEMA)
     table = as_stored(table)
     mem = tm.open(path, create=True)
-    with mem._storage.writer_lock():
+    with mem._engine.exclusive():
         mem._storage.append(table)
     return mem
 

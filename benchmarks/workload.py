@@ -194,7 +194,7 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
     storage = mem._storage
     files: list[Path] = []
     flat_writer: pq.ParquetWriter | None = None
-    with storage.writer_lock():
+    with mem._engine.exclusive():
         for lo in range(0, subjects, per_batch):
             history = con.sql(_EVENTS_SQL, params={"lo": lo, "hi": min(subjects, lo + per_batch),
                                                    "correction_rate": correction_rate}).to_arrow_table()

@@ -255,7 +255,7 @@ def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = N
     with mem._lock:
         cache = _refresh(mem, mem._connection())
         if any(cache.missing.values()):
-            embed(mem)
+            mem.embed()
             cache = _refresh(mem, mem._connection())
         scores = _scores(cache, vector)
         params = {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,

@@ -487,7 +487,7 @@ def test_backfilled_times_do_not_move_the_store_clock(mem: tm.Memory, clock) -> 
     mem.backfill([row("b", recorded_at="2026-06-01T00:00:00Z")])
     saved = mem._storage.read_clock()
     last_us = int(ts("2025-01-01").timestamp() * 1e6)
-    assert saved == {"version": mem._storage.latest_version(), "last_recorded_us": last_us}
+    assert saved == {"version": mem._storage.latest_version(), "last_recorded_us": last_us, "epoch": 0}
     clock.set("2025-01-02T00:00:00Z")
     second = mem.assert_fact("c", "p", "y")
     assert first.recorded_at == ts("2025-01-01") and second.recorded_at == ts("2025-01-02")

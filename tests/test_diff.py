@@ -166,7 +166,7 @@ def _play(mem: tm.Memory, clock, ops, cuts, folds=()) -> list:
         except tm.TempomemError:
             pass  # refused operations change nothing
         if i < len(folds) and folds[i]:
-            with mem._storage.writer_lock():
+            with mem._engine.exclusive():
                 mem._storage.fold()
     start, end = at("2026-03-01T00:00:00"), clock.now + timedelta(hours=1)
     return sorted({start, end, *(start + (end - start) * (c / (12 * 48)) for c in cuts)})
@@ -228,7 +228,7 @@ def test_a_folded_store_gives_the_same_diff(tmp_path):
     m5 = mem.assert_fact("api", "instance", "m5", valid_from="2025-06").fact_id          # Jan 1
     clock.set("2026-01-02T00:00:00")
     m6 = mem.assert_fact("api", "instance", "m6", valid_from="2025-09").fact_id          # closes m5
-    with mem._storage.writer_lock():
+    with mem._engine.exclusive():
         mem._storage.fold()
     clock.set("2026-01-03T00:00:00")
     mem.assert_fact("api", "instance", "m6", valid_from="2025-10", artifact="ep-7")      # artifacts only
