@@ -12,7 +12,8 @@
 --                (the table's column for its predicate), `new_id` (its id if it makes a fact)
 --                and, for a correction, `target_op` (the assertion whose fact it retracts);
 --   _tm_state    the latest state of every fact the batch can act on, changed by each round;
---   _tm_emitted, _tm_landed, _tm_refused   what the rounds produce (see `apply` below).
+--   _tm_landed, _tm_refused   what the rounds produce; the driver keeps each round's `_tm_u`
+--                (the states it changed) as `_tm_emitted`, with the round's number.
 -- This file needs macros.sql (tm_overlaps, tm__cmp_starts) loaded first.
 --
 -- Statements are named by `-- name:` lines; `setup` runs once per connection, each statement
@@ -44,34 +45,35 @@ FROM _tm_state AS s
 JOIN _tm_r AS o ON o.scope = s.scope AND o.subject = s.subject AND o.predicate = s.predicate
 WHERE s.status NOT IN ('retracted', 'erased');
 
--- Assertions with SPEC §5's unknown-start rule: a NULL start of a single-valued key that has a
--- believed fact becomes the reference time (still flagged inferred), unless N ends by then.
-CREATE OR REPLACE TEMP TABLE _tm_n AS
-SELECT o.*,
-       CASE WHEN o.valid_from IS NULL AND o.arity = 'single' AND k.believed IS NOT NULL
-                 AND NOT coalesce(o.valid_to <= coalesce(o.reference_time, o.commit_time), false)
-            THEN coalesce(o.reference_time, o.commit_time)
-            ELSE o.valid_from END AS n_from
-FROM _tm_r AS o
-LEFT JOIN (SELECT b.scope, b.subject, b.predicate, count(*) AS believed FROM _tm_b AS b
-           GROUP BY b.scope, b.subject, b.predicate) AS k
-       ON k.scope = o.scope AND k.subject = o.subject AND k.predicate = o.predicate
-WHERE o.kind = 'assert';
-
--- A duplicate is found first: the earliest-recorded believed fact whose cell is `merge`.
-CREATE OR REPLACE TEMP TABLE _tm_dup AS
-SELECT n.op, arg_min(b.fact_id, (b.first_recorded_at, b.fact_id)) AS fact_id
-FROM _tm_n AS n
-JOIN _tm_b AS b ON b.scope = n.scope AND b.subject = n.subject AND b.predicate = n.predicate
-JOIN _tm_decisions AS d
-  ON d.rule = n.rule AND d.case_name = tm_case(n.object, n.n_from, n.valid_to, b.object, b.valid_from, b.valid_to)
-WHERE d.action = 'merge'
-GROUP BY n.op;
-
--- N as it lands: a new fact, or the duplicate with N's artifacts added and its unknowns filled
--- (an unknown start takes a start the caller gave; a missing end takes N's end).
+-- Assertions as they land. First SPEC §5's unknown-start rule: a NULL start of a single-valued
+-- key that has a believed fact becomes the reference time (still flagged inferred), unless N
+-- ends by then. Then a duplicate is found: the earliest-recorded believed fact whose cell is
+-- `merge`. N lands as a new fact, or as the duplicate with N's artifacts added and its unknowns
+-- filled (an unknown start takes a start the caller gave; a missing end takes N's end).
 CREATE OR REPLACE TEMP TABLE _tm_landing AS
-WITH m AS (
+WITH n AS (
+    SELECT o.*,
+           CASE WHEN o.valid_from IS NULL AND o.arity = 'single' AND k.believed IS NOT NULL
+                     AND NOT coalesce(o.valid_to <= coalesce(o.reference_time, o.commit_time), false)
+                THEN coalesce(o.reference_time, o.commit_time)
+                ELSE o.valid_from END AS n_from
+    FROM _tm_r AS o
+    LEFT JOIN (SELECT b.scope, b.subject, b.predicate, count(*) AS believed FROM _tm_b AS b
+               GROUP BY b.scope, b.subject, b.predicate) AS k
+           ON k.scope = o.scope AND k.subject = o.subject AND k.predicate = o.predicate
+    WHERE o.kind = 'assert'
+),
+dup AS (
+    SELECT n.op, arg_min(b.fact_id, (b.first_recorded_at, b.fact_id)) AS fact_id
+    FROM n
+    JOIN _tm_b AS b ON b.scope = n.scope AND b.subject = n.subject AND b.predicate = n.predicate
+    JOIN _tm_decisions AS d
+      ON d.rule = n.rule
+     AND d.case_name = tm_case(n.object, n.n_from, n.valid_to, b.object, b.valid_from, b.valid_to)
+    WHERE d.action = 'merge'
+    GROUP BY n.op
+),
+m AS (
     SELECT n.*, s.fact_id AS dup_id, s.valid_from AS s_from, s.valid_to AS s_to,
            s.valid_from_inferred AS s_inferred, s.status AS s_status, s.reason AS s_reason,
            s.artifacts AS s_artifacts, s.retracted_at AS s_retracted_at, s.superseded_at AS s_superseded_at,
@@ -79,8 +81,8 @@ WITH m AS (
            s.emitted AS s_emitted, s.born_op AS s_born_op,
            s.valid_from IS NULL AND n.n_from IS NOT NULL AND NOT n.valid_from_inferred AS fills_start,
            s.valid_to IS NULL AND n.valid_to IS NOT NULL AS fills_end
-    FROM _tm_n AS n
-    LEFT JOIN _tm_dup AS d ON d.op = n.op
+    FROM n
+    LEFT JOIN dup AS d ON d.op = n.op
     LEFT JOIN _tm_b AS s ON s.fact_id = d.fact_id
 )
 SELECT m.op, m.commit_time, m.rule, m.dup_id IS NOT NULL AS merged,
@@ -188,9 +190,8 @@ WHERE c.refused IS NULL;
 
 DELETE FROM _tm_state WHERE fact_id IN (SELECT u.fact_id FROM _tm_u AS u);
 
-INSERT INTO _tm_state SELECT * FROM _tm_u;
-
-INSERT INTO _tm_emitted SELECT $round AS round, u.* FROM _tm_u AS u;
+-- A retracted fact can take part in nothing more: only believed states stay.
+INSERT INTO _tm_state SELECT * FROM _tm_u AS u WHERE u.status NOT IN ('retracted', 'erased');
 
 INSERT INTO _tm_landed SELECT f.op, f.fact_id FROM _tm_final AS f WHERE f.refused IS NULL;
 
