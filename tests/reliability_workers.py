@@ -15,6 +15,8 @@ from typing import Any
 #: The two keys every paired write touches; one commit writes both or neither.
 PAIR_KEYS = (("svc", "instance_type"), ("svc-mirror", "instance_type"))
 BULK_ROWS = 40
+#: Threads of one crash writer: their commits are grouped, so a kill lands inside group commits.
+CRASH_THREADS = 3
 
 
 def pair_rows(token: str) -> list[dict[str, Any]]:
@@ -86,17 +88,28 @@ def _log(fd: int, record: dict[str, Any]) -> None:
     os.write(fd, (json.dumps(record) + "\n").encode())
 
 
-def crash_writer(path: str, seed: int, log_path: str) -> None:
-    """Commit forever (pairs, bulk batches, invalidations, corrections), logging each return.
+def crash_writer(path: str, seed: int, log_path: str, threads: int = CRASH_THREADS) -> None:
+    """Commit forever from ``threads`` threads of one store (pairs, bulk batches, invalidations,
+    corrections), logging each return; the threads' requests meet in group commits.
 
     ``begin`` is logged before a commit and ``done`` after it returned, so the parent knows
     which commits must be present (done) and which may be present or absent (begun only).
     """
+    import threading
+
     import tempomem as tm
 
-    rng = random.Random(seed)
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     mem = tm.open(path)
+    workers = [threading.Thread(target=_crash_loop, args=(mem, f"{seed}t{t}", random.Random(seed * 100 + t), fd),
+                                daemon=True) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+def _crash_loop(mem: Any, seed: str, rng: random.Random, fd: int) -> None:
     bulk_ids: list[str] = []
     for j in range(10_000):
         token = f"s{seed}c{j}"

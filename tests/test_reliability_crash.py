@@ -1,9 +1,9 @@
 """A writer killed with SIGKILL at random points of its commits (SPEC §3: a commit is all or nothing).
 
 A zygote process (it imported tempomem but never called deltalake) forks a writer for each
-round; the writer commits in a loop (paired values on two keys, 40-row batches,
-invalidations, corrections, and the compactions they trigger) and logs ``begin``/``done``
-around each commit. Once its first commit returned, the test kills it after a random 0-0.5 s
+round; the writer commits in a loop from three threads whose requests the engine groups into
+shared commits (paired values on two keys, 40-row batches, invalidations, corrections, and
+the compactions they trigger) and logs ``begin``/``done`` around each commit. Once its first commit returned, the test kills it after a random 0-0.5 s
 and then checks the store.
 
 Decision on orphan files: a writer killed after writing a Parquet file but before its log
