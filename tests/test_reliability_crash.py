@@ -3,8 +3,8 @@
 A zygote process (it imported tempomem but never called deltalake) forks a writer for each
 round; the writer commits in a loop from three threads whose requests the engine groups into
 shared commits (paired values on two keys, 40-row batches, invalidations, corrections, and
-the compactions they trigger) and logs ``begin``/``done`` around each commit. Once its first commit returned, the test kills it after a random 0-0.5 s
-and then checks the store.
+the compactions they trigger) and logs ``begin``/``done`` around each commit. Once its first
+commit returned, the test kills it after a random 0-0.5 s and then checks the store.
 
 Decision on orphan files: a writer killed after writing a Parquet file but before its log
 entry leaves a file the log never referenced. The data is never read (readers only see files
