@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from .connection import new_connection
 from .schema import Fact
 from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
@@ -32,16 +33,18 @@ _MAX_FOREIGN_ROWS = 100_000
 
 _LATEST = "QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)"
 _BELIEVED = "e.status NOT IN ('retracted', 'erased')"
+# Read straight from the version's files, not through the views: a writer then binds nothing
+# when the version moves, and the key filter prunes row groups by their statistics.
 _ONE_KEY_SQL = f"""
-SELECT e.* FROM _tm_events AS e
+SELECT e.* FROM read_parquet($files) AS e
 WHERE e.scope = $scope AND e.subject = $subject AND e.predicate = $predicate
 {_LATEST} AND {_BELIEVED}"""
 _KEYS_SQL = f"""
-SELECT e.* FROM _tm_events AS e
+SELECT e.* FROM read_parquet($files) AS e
 SEMI JOIN _tm_cache_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
 WHERE list_contains($subjects, e.subject)
 {_LATEST} AND {_BELIEVED}"""
-_FACT_SQL = "SELECT e.* FROM _tm_events AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
+_FACT_SQL = "SELECT e.* FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
 
 
 def micros(t: datetime) -> int:
@@ -127,6 +130,7 @@ class StateCache:
         self.epoch: int | None = None
         self._keys: dict[Key, dict[str, dict[str, Any]]] = {}
         self._key_of: dict[str, Key] = {}
+        self._con: duckdb.DuckDBPyConnection | None = None
 
     def forget_all(self, version: int, epoch: int | None) -> None:
         """Start again at ``version`` (after a write whose rows the cache did not see)."""
@@ -146,8 +150,8 @@ class StateCache:
             self.forget_all(version, epoch)
             return
         if appended:
-            found = duckdb.sql("SELECT DISTINCT scope, subject, predicate FROM read_parquet($files)",
-                               params={"files": [f for f, _ in appended]}).fetchall()
+            found = self._reader().sql("SELECT DISTINCT scope, subject, predicate FROM read_parquet($files)",
+                                       params={"files": [f for f, _ in appended]}).fetchall()
             for key in found:
                 for fact_id in self._keys.pop(key, {}):
                     self._key_of.pop(fact_id, None)
@@ -160,37 +164,46 @@ class StateCache:
         keys = set(keys)
         if len(self._keys) + len(keys) + len(fact_ids) > _MAX_KEYS:
             self.forget_all(self.version, self.epoch)
-        con = None
+        files = list(engine.storage.snapshot().files)
         for fact_id in fact_ids:
             if fact_id in self._key_of:
                 keys.add(self._key_of[fact_id])
                 continue
-            con = con or engine.connection()
-            found = from_rows(con.sql(_FACT_SQL, params={"fact_id": fact_id}).to_arrow_table())
+            found = [] if not files else from_rows(self._reader().sql(
+                _FACT_SQL, params={"files": files, "fact_id": fact_id}).to_arrow_table())
             if found:
                 out[fact_id] = found[0]
                 keys.add(_key(found[0]))
         missing = [k for k in keys if k not in self._keys]
         if missing:
-            self._load(con or engine.connection(), missing)
+            self._load(files, missing)
         for key in keys:
             out.update(self._keys[key])
         return out
 
-    def _load(self, con: duckdb.DuckDBPyConnection, keys: list[Key]) -> None:
+    def _reader(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            self._con = new_connection()
+        return self._con
+
+    def _load(self, files: list[str], keys: list[Key]) -> None:
+        for key in keys:
+            self._keys[key] = {}
+        if not files:
+            return
+        con = self._reader()
         if len(keys) == 1:
             scope, subject, predicate = keys[0]
-            table = con.sql(_ONE_KEY_SQL, params={"scope": scope, "subject": subject,
+            table = con.sql(_ONE_KEY_SQL, params={"files": files, "scope": scope, "subject": subject,
                                                   "predicate": predicate}).to_arrow_table()
         else:
             con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),
                                                              map(list, zip(*keys, strict=True)), strict=True))))
             try:
-                table = con.sql(_KEYS_SQL, params={"subjects": sorted({k[1] for k in keys})}).to_arrow_table()
+                table = con.sql(_KEYS_SQL, params={"files": files,
+                                                   "subjects": sorted({k[1] for k in keys})}).to_arrow_table()
             finally:
                 con.unregister("_tm_cache_keys")
-        for key in keys:
-            self._keys[key] = {}
         for state in from_rows(table):
             self._put(state)
 
