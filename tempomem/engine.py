@@ -34,7 +34,7 @@ import duckdb
 import pyarrow as pa
 
 from . import queries
-from .connection import bind_files, new_connection
+from .connection import bind_files, new_connection, without_progress_bar
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
 from .states import StateCache, as_fact, micros, relevant_states
@@ -191,6 +191,7 @@ class Engine:
         """The engine's DuckDB connection, ``_tm_events`` bound to the newest version (under the lock)."""
         if self._con is None:
             self._con = new_connection()
+            without_progress_bar(self._con)
         snap = self.storage.snapshot()
         if snap.version != self._bound:
             bind_files(self._con, snap.files, first=self._bound == -2)
