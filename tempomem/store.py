@@ -6,7 +6,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -202,8 +202,8 @@ class Memory:
         """
         return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
 
-    def sequenced(self, from_at: TimeLike, to_at: TimeLike, every: Any, *, believed_at: TimeLike | None = None,
-                  subject: str | None = None, predicate: str | None = None,
+    def sequenced(self, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
+                  believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
                   scope: str | None = None) -> pl.DataFrame:
         """One row per bin of ``[from_at, to_at)`` and per fact believed then overlapping it, with
         ``coverage`` (SPEC §12); see :func:`tempomem.sequenced.sequenced`.
