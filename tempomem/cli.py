@@ -630,3 +630,7 @@ def forget(ctx: click.Context, subject: str, reason: str, scope: str | None, as_
     erased = mem.forget(subject, reason=reason, scope=scope)
     emit_value({"subject": hash_subject(mem._storage.read_settings()["salt"], subject), "erased_facts": erased,
                 "reason": reason}, as_json)
+
+
+# The sequenced commands live in their own module, which adds them to `cli` when imported.
+from . import cli_sequenced  # noqa: E402, F401

@@ -531,3 +531,213 @@ JOIN facts AS f ON f.fact_id = c.fact_id AND f.status NOT IN ('retracted', 'eras
 LEFT JOIN learned AS l ON l.fact_id = c.fact_id AND l.change = c.change
 CROSS JOIN bounds AS b
 ORDER BY d.depth, d.entity, c.changed_at, c.fact_id, c.change;
+
+
+-- ============================================================================================
+-- Sequenced analytics (SPEC §12): the valid-time history of one belief, on bins or coalesced
+-- ============================================================================================
+-- "Believed at believed_at" is what as_believed reads, for every valid instant at once; a NULL
+-- believed_at is the current belief (`facts`). NULL valid bounds are the infinities, and an
+-- empty valid interval takes part in nothing.
+
+-- The facts believed at `believed_at` (NULL: now), retracted and erased ones left out, reduced
+-- to what the sequenced forms need. One branch answers, the other is filtered to nothing by
+-- its parameter test: the current belief is read from `facts`, which a store answers with a
+-- filtered scan, and a past one from `revisions`, exactly as as_believed reads it.
+CREATE OR REPLACE MACRO tm_believed(believed_at) AS TABLE
+SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object, f.valid_from, f.valid_to
+FROM facts AS f
+WHERE believed_at IS NULL AND f.status NOT IN ('retracted', 'erased')
+UNION ALL
+SELECT r.fact_id, r.scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to
+FROM revisions AS r
+WHERE believed_at IS NOT NULL
+  AND tm_contains(r.recorded_at, r.believed_until, CAST(believed_at AS TIMESTAMPTZ))
+  AND r.retracted_at IS NULL AND r.status <> 'erased';
+
+-- tm_bins(from_at, to_at, every): the bins that cut [from_at, to_at), one row each: `bin`
+-- (0, 1, …), `bin_from` = from_at + bin·every, `bin_to` = the next bound clipped at to_at, and
+-- `next_from` = the next bound unclipped. Each bound is one addition to from_at, never the
+-- previous bound plus every, so month bins from 2024-01-31 start on 01-31, 02-29, 03-31 (a
+-- running sum, as generate_series over timestamps does, would drift to 03-29).
+-- Bin numbers are drawn from 0 up to a bound on the count: epoch() counts a month as 30 days and
+-- no month is shorter than 28, so span / (epoch(every)·28/30) + 1 is never too few. The bound
+-- is capped at 1,000,001, one past the limit, so that a request for too many bins is seen (and
+-- refused by sequenced) without being generated. No bins when the window or the step is not
+-- positive.
+CREATE OR REPLACE MACRO tm_bins(from_at, to_at, every) AS TABLE
+WITH w AS (
+    SELECT CAST(from_at AS TIMESTAMPTZ) AS lo, CAST(to_at AS TIMESTAMPTZ) AS hi, CAST(every AS INTERVAL) AS step
+),
+n AS (
+    SELECT w.lo, w.hi, w.step,
+           CASE WHEN w.lo < w.hi AND epoch(w.step) > 0
+                THEN least(1000001, CAST(ceil((epoch(w.hi) - epoch(w.lo)) / (epoch(w.step) * 28 / 30)) AS BIGINT) + 1)
+                ELSE 0 END AS candidates
+    FROM w
+),
+numbered AS (
+    SELECT n.lo, n.hi, n.step, unnest(range(0, n.candidates)) AS bin FROM n
+)
+SELECT b.bin, b.lo + b.bin * b.step AS bin_from, least(b.lo + (b.bin + 1) * b.step, b.hi) AS bin_to,
+       b.lo + (b.bin + 1) * b.step AS next_from
+FROM numbered AS b
+WHERE b.lo + b.bin * b.step < b.hi;
+
+-- How many bins tm_bins makes (1,000,001 standing for "more than 1,000,000").
+CREATE OR REPLACE MACRO tm_bin_count(from_at, to_at, every) AS (
+    SELECT count(*) FROM tm_bins(from_at, to_at, every)
+);
+
+-- tm_sequenced(from_at, to_at, every, believed_at := NULL): the rows of `sequenced` in no
+-- particular order, for a query that aggregates them (an ORDER BY inside a macro is kept by
+-- DuckDB even under a GROUP BY, and sorting a year of daily rows of every key costs more than
+-- making them). One row per bin and per believed fact whose valid interval overlaps the bin.
+--
+-- A fact's bins are consecutive, from the bin holding its first instant in the window to the
+-- bin holding its last, so each fact is expanded into the run of bin numbers it spans and
+-- joined to the bins on that number: the work is the rows returned, however many bins there
+-- are (an interval join of facts and bins compares each fact with most bins). The numbers come
+-- from dividing by the mean length M of the window's unclipped bins. With fixed-length bins
+-- that is exact; calendar months vary, and if D is the furthest any bound lies from where
+-- equal bins would put it, a division can be off by at most ceil(D / M) bins (P below; 1 for
+-- months, whose bounds stray about three days), so the run is widened by P on each side and the
+-- overlap test keeps the true pairs. All in integer microseconds, so P is 0 for fixed bins.
+--
+-- A bad window raises an error here (SQL callers get one too); tempomem's Python checks the same
+-- first and raises TempomemError naming the argument.
+CREATE OR REPLACE MACRO tm_sequenced(from_at, to_at, every, believed_at := NULL) AS TABLE
+WITH bins AS (
+    SELECT t.bin, t.bin_from, t.bin_to, epoch_us(t.bin_from) AS from_us, epoch_us(t.bin_to) AS to_us,
+           epoch_us(t.next_from) AS next_us
+    FROM tm_bins(from_at, to_at, every) AS t
+),
+span AS (               -- the window in µs, its bin count and the mean length of an unclipped bin
+    SELECT min(b.from_us) AS lo_us, max(b.to_us) AS hi_us, count(*) AS bins,
+           (max(b.next_us) - min(b.from_us)) // count(*) AS mean_us,
+           bool_or(b.next_us <= b.from_us) AS not_increasing
+    FROM bins AS b
+),
+checked AS (            -- the window, or an error naming what is wrong with it
+    SELECT CASE
+        WHEN from_at IS NULL OR to_at IS NULL OR every IS NULL
+            THEN error('sequenced: from_at, to_at and every must not be NULL')
+        WHEN NOT CAST(from_at AS TIMESTAMPTZ) < CAST(to_at AS TIMESTAMPTZ)
+            THEN error('sequenced: from_at must be before to_at')
+        WHEN epoch(CAST(every AS INTERVAL)) <= 0 OR s.not_increasing
+            THEN error('sequenced: every must be a positive interval')
+        WHEN s.bins > 1000000
+            THEN error('sequenced: more than 1,000,000 bins; use a longer every or a shorter window')
+        END AS failed,
+        s.*
+    FROM span AS s
+),
+stray AS (              -- P: how many bins a division by the mean length can be off
+    SELECT c.lo_us, c.hi_us, c.mean_us,
+           (max(greatest(abs(b.from_us - (c.lo_us + b.bin * c.mean_us)),
+                         abs(b.next_us - (c.lo_us + (b.bin + 1) * c.mean_us)))) + c.mean_us - 1) // c.mean_us AS pad
+    FROM checked AS c, bins AS b
+    WHERE c.failed IS NULL
+    GROUP BY c.lo_us, c.hi_us, c.mean_us
+),
+clipped AS (            -- each believed fact overlapping the window, cut to it (µs; NULL bounds are its edges)
+    SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
+           greatest(coalesce(epoch_us(f.valid_from), s.lo_us), s.lo_us) AS lo_us,
+           least(coalesce(epoch_us(f.valid_to), s.hi_us), s.hi_us) AS hi_us,
+           s.lo_us AS window_us, s.mean_us, s.pad
+    FROM tm_believed(believed_at) AS f, stray AS s
+    WHERE NOT tm_is_empty(f.valid_from, f.valid_to)
+      AND (f.valid_from IS NULL OR epoch_us(f.valid_from) < s.hi_us)
+      AND (f.valid_to IS NULL OR epoch_us(f.valid_to) > s.lo_us)
+),
+spans AS (              -- the run of bin numbers each fact may overlap
+    SELECT c.fact_id, c.scope, c.subject, c.predicate, c.object, c.lo_us, c.hi_us,
+           unnest(range((c.lo_us - c.window_us) // c.mean_us - c.pad,
+                        (c.hi_us - 1 - c.window_us) // c.mean_us + c.pad + 1)) AS bin
+    FROM clipped AS c
+)
+SELECT b.bin_from, b.bin_to, x.fact_id, x.scope, x.subject, x.predicate, x.object,
+       CASE WHEN x.lo_us <= b.from_us AND b.to_us <= x.hi_us THEN 1.0      -- the whole bin
+            ELSE CAST(least(x.hi_us, b.to_us) - greatest(x.lo_us, b.from_us) AS DOUBLE)
+                 / CAST(b.to_us - b.from_us AS DOUBLE) END AS coverage
+FROM spans AS x
+JOIN bins AS b ON b.bin = x.bin
+WHERE b.from_us < x.hi_us AND x.lo_us < b.to_us;
+
+-- sequenced(from_at, to_at, every, believed_at := NULL) (SPEC §12): the window [from_at, to_at)
+-- cut into half-open bins [from_at + i·every, min(from_at + (i+1)·every, to_at)); one row per
+-- bin and per fact believed at believed_at (NULL: now) whose valid interval overlaps the bin,
+-- with `coverage` = the share of the bin it covers, in (0, 1]. Ordered by bin_from, scope,
+-- subject, predicate, object, fact_id.
+CREATE OR REPLACE MACRO sequenced(from_at, to_at, every, believed_at := NULL) AS TABLE
+SELECT s.* FROM tm_sequenced(from_at, to_at, every, believed_at := believed_at) AS s
+ORDER BY s.bin_from, s.scope, s.subject, s.predicate, s.object, s.fact_id;
+
+-- coalesced(believed_at := NULL) (SPEC §12): the believed facts with the valid intervals of one
+-- value, (scope, subject, predicate, object), that overlap or meet merged into maximal periods
+-- (Teradata's NORMALIZE ON MEETS OR OVERLAPS), never across a gap. `facts` counts the merged
+-- facts, `fact_ids` lists them by valid_from (NULL first), then fact_id. Ordered by scope,
+-- subject, predicate, valid_from (NULL first), object.
+--
+-- A value held by one fact is one period as it is, and that is nearly every value: the write
+-- path merges a repeated assertion that overlaps the fact it repeats, so only values that ended
+-- and became true again, or backfilled duplicates, have several facts. Values are counted with
+-- one aggregate, and only the facts of values held by several go through gaps and islands,
+-- whose windows sort each value's facts (at 10M revisions, windows over every fact cost twice
+-- the rest of the query).
+-- Gaps and islands: in start order, a fact opens a new period unless an earlier fact of the
+-- same value reaches its start (ends at or after it, or never ends; an unknown start is
+-- reached by any earlier fact, since those start at minus infinity too). `reach` looks at
+-- every earlier fact, not just the previous one, which may lie inside a longer one and end
+-- sooner. The running count of openings numbers the periods.
+CREATE OR REPLACE MACRO coalesced(believed_at := NULL) AS TABLE
+WITH believed AS (
+    SELECT f.* FROM tm_believed(believed_at) AS f WHERE NOT tm_is_empty(f.valid_from, f.valid_to)
+),
+held AS (               -- per value: its facts, and its period if it has only one
+    SELECT b.scope, b.subject, b.predicate, b.object, count(*) AS facts,
+           CASE WHEN bool_or(b.valid_from IS NULL) THEN NULL ELSE min(b.valid_from) END AS valid_from,
+           CASE WHEN bool_or(b.valid_to IS NULL) THEN NULL ELSE max(b.valid_to) END AS valid_to,
+           min(b.fact_id) AS fact_id
+    FROM believed AS b
+    GROUP BY b.scope, b.subject, b.predicate, b.object
+),
+several AS (            -- the facts of the values held by more than one
+    SELECT b.* FROM believed AS b
+    JOIN held AS h ON h.scope = b.scope AND h.subject = b.subject AND h.predicate = b.predicate
+                  AND h.object = b.object
+    WHERE h.facts > 1
+),
+reached AS (
+    SELECT s.*,
+           count(*) OVER earlier AS earlier_facts,
+           max(s.valid_to) OVER earlier AS reach,
+           bool_or(s.valid_to IS NULL) OVER earlier AS reach_open
+    FROM several AS s
+    WINDOW earlier AS (PARTITION BY s.scope, s.subject, s.predicate, s.object
+                       ORDER BY s.valid_from NULLS FIRST, s.fact_id
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+numbered AS (
+    SELECT r.*,
+           sum(CASE WHEN r.earlier_facts = 0 THEN 1
+                    WHEN r.reach_open OR r.valid_from IS NULL OR r.reach >= r.valid_from THEN 0
+                    ELSE 1 END)
+               OVER (PARTITION BY r.scope, r.subject, r.predicate, r.object
+                     ORDER BY r.valid_from NULLS FIRST, r.fact_id ROWS UNBOUNDED PRECEDING) AS period
+    FROM reached AS r
+),
+periods AS (
+    SELECT h.scope, h.subject, h.predicate, h.object, h.valid_from, h.valid_to, h.facts, [h.fact_id] AS fact_ids
+    FROM held AS h
+    WHERE h.facts = 1
+    UNION ALL
+    SELECT n.scope, n.subject, n.predicate, n.object,
+           CASE WHEN bool_or(n.valid_from IS NULL) THEN NULL ELSE min(n.valid_from) END,
+           CASE WHEN bool_or(n.valid_to IS NULL) THEN NULL ELSE max(n.valid_to) END,
+           count(*), list(n.fact_id ORDER BY n.valid_from NULLS FIRST, n.fact_id)
+    FROM numbered AS n
+    GROUP BY n.scope, n.subject, n.predicate, n.object, n.period
+)
+SELECT p.* FROM periods AS p
+ORDER BY p.scope, p.subject, p.predicate, p.valid_from NULLS FIRST, p.object;

@@ -43,7 +43,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 if TYPE_CHECKING:
     from .store import Memory
 
-__all__ = ["bitemporal", "divergence", "ingestion_lag", "lifeline"]
+__all__ = ["bitemporal", "divergence", "ingestion_lag", "lifeline", "sequenced"]
 
 #: Object colours, assigned in order of first appearance so one value keeps one colour.
 _PALETTE = list(matplotlib.colormaps["tab10"].colors)
@@ -399,3 +399,7 @@ def divergence(result: pl.DataFrame, *, by: str = "predicate", out: str | os.Pat
     ax.grid(True, axis="x", color="0.9", lw=0.6)
     ax.set_axisbelow(True)
     return _save(fig, out)
+
+
+# (5) sequenced: a frame of mem.sequenced over its bins (its own module, which uses the helpers above)
+from .plot_sequenced import sequenced  # noqa: E402

@@ -9,11 +9,15 @@ we now know held at ``valid_at``), the revision that was the belief at ``believe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
-from .inputs import ROW, registered
+from .errors import TempomemError
+from .inputs import ROW, _quote, registered
 from .queries import frame
 
 if TYPE_CHECKING:
@@ -89,7 +93,9 @@ believed_then AS (
 )
 """
 
-_DIVERGENCE = ANSWERS_SQL + """,
+# The two answers of each probe as single values, and whether they differ (NULL counting as a
+# value): what divergence and at_events both report.
+_OBJECTS_SQL = ANSWERS_SQL + """,
 joined AS (
     SELECT p._tm_row,
            coalesce(a.believed_source, a.known_source) AS source,
@@ -98,15 +104,35 @@ joined AS (
                AS as_believed_object,
            coalesce(len(a.believed_retracted_objects) > 0, false) AS was_retracted
     FROM _tm_probes AS p LEFT JOIN believed_then AS a ON a._tm_row = p._tm_row
+),
+answered AS (
+    SELECT j.*, j.as_of_object IS DISTINCT FROM j.as_believed_object AS diverged FROM joined AS j
 )
-SELECT j._tm_row, j.source, j.as_of_object, j.as_believed_object,
-       j.as_of_object IS DISTINCT FROM j.as_believed_object AS diverged,
-       CASE WHEN j.as_of_object IS NOT DISTINCT FROM j.as_believed_object THEN 'same'
-            WHEN j.as_believed_object IS NULL THEN 'not_yet_known'
-            WHEN j.was_retracted THEN 'corrected'
-            ELSE 'learned_late' END AS kind
-FROM joined AS j
 """
+
+_DIVERGENCE = _OBJECTS_SQL + """
+SELECT a._tm_row, a.source, a.as_of_object, a.as_believed_object, a.diverged,
+       CASE WHEN NOT a.diverged THEN 'same'
+            WHEN a.as_believed_object IS NULL THEN 'not_yet_known'
+            WHEN a.was_retracted THEN 'corrected'
+            ELSE 'learned_late' END AS kind
+FROM answered AS a
+"""
+
+# An event is a probe about its own instant: what held then, and what was believed then.
+_AT_EVENTS = _OBJECTS_SQL + """
+SELECT a._tm_row, a.as_of_object, a.as_believed_object, a.diverged FROM answered AS a
+"""
+# The events as probes. Their key columns keep the caller's names, which cannot be bound as
+# parameters: they enter as quoted identifiers (as inputs.register quotes them), never as text.
+_EVENT_PROBES = """
+CREATE OR REPLACE TEMP VIEW _tm_probes AS
+SELECT e._tm_row, coalesce(e.scope, 'default') AS scope, e.{subject} AS subject, e.{predicate} AS predicate,
+       e.{at} AS valid_at, e.{at} AS believed_at
+FROM _tm_events_in AS e
+"""
+#: The columns at_events adds to an events frame.
+EVENT_COLUMNS = ("as_of_object", "as_believed_object", "diverged")
 
 # Generated probes: one per fact recorded after its (known) start, halfway between its start
 # and its recording, about its start; one per retraction, halfway through the belief window
@@ -166,6 +192,52 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
                                times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)
     return original.join(answers, on=ROW, how="left", maintain_order="left").drop(ROW)
+
+
+def at_events(mem: Memory, events: Any, *, at: str = "at", subject: str = "subject",
+              predicate: str = "predicate") -> pl.DataFrame:
+    """Join any event log to the memory: what held, and what was believed, at each event's instant.
+
+    ``events`` (tool calls, messages, alerts, payments: a Polars, pandas or Arrow frame, a
+    DuckDB relation or a list of dicts) has an instant column and the key columns, named by
+    ``at``, ``subject`` and ``predicate``. The result is ``events`` unchanged, every column in
+    order and every row in order, plus ``as_of_object`` (what we now know held at the instant),
+    ``as_believed_object`` (what the memory believed at that instant about it) and
+    ``diverged``, as in :func:`divergence`: NULL when nothing holds, a multi-valued key's
+    values sorted and joined by ``" | "``, NULL counting as a value in ``diverged``. A
+    ``scope`` column gives each event's scope (a NULL one, and every event of a frame without
+    the column, is in scope ``default``). Raises :class:`TempomemError` naming a missing
+    column, an unreadable instant, or a column the result would add.
+
+    >>> tm.probes.at_events(mem, alerts, at="fired_at", subject="service")  # doctest: +SKIP
+    """
+    names = {"at": at, "subject": subject, "predicate": predicate}
+    if len(set(names.values())) < len(names):
+        raise TempomemError(f"events: at, subject and predicate must name three columns, got {names}")
+    with mem._lock, _events_registered(mem, events, names) as (con, original):
+        con.execute(_EVENT_PROBES.format(**{k: _quote(v) for k, v in names.items()}))
+        try:
+            answers = frame(con, _AT_EVENTS)
+        finally:
+            con.execute("DROP VIEW IF EXISTS _tm_probes")
+    return original.join(answers, on=ROW, how="left", maintain_order="left").drop(ROW)
+
+
+@contextmanager
+def _events_registered(mem: Memory, events: Any, names: dict[str, str]
+                       ) -> Iterator[tuple[duckdb.DuckDBPyConnection, pl.DataFrame]]:
+    """The events as the table ``_tm_events_in`` (:func:`tempomem.inputs.registered`), refusing a
+    column that the result would add."""
+    try:
+        with registered(mem._connection(), events, field="events", name="_tm_events_in",
+                        required=(names["at"], names["subject"], names["predicate"]), times=(names["at"],),
+                        optional=("scope",)) as (con, original):
+            taken = [c for c in EVENT_COLUMNS if c in original.columns]
+            if taken:
+                raise TempomemError(f"events: has a column {taken[0]!r}, which the result adds; rename it")
+            yield con, original
+    except pl.exceptions.DuplicateError:  # the row number registered() adds
+        raise TempomemError(f"events: has a column {ROW!r}, which tempomem uses; rename it") from None
 
 
 def summary(result: pl.DataFrame) -> pl.DataFrame:

@@ -6,7 +6,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import diff, erasure, queries
+from . import diff, erasure, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
@@ -201,6 +201,23 @@ class Memory:
         >>> mem.diff("2026-03-01", "2026-03-08").changed  # doctest: +SKIP
         """
         return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
+
+    def sequenced(self, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
+                  believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
+                  scope: str | None = None) -> pl.DataFrame:
+        """One row per bin of ``[from_at, to_at)`` and per fact believed then overlapping it, with
+        ``coverage`` (SPEC §12); see :func:`tempomem.sequenced.sequenced`.
+
+        >>> mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
+        """
+        return sequenced.sequenced(self, from_at, to_at, every, believed_at=believed_at, subject=subject,
+                                   predicate=predicate, scope=scope)
+
+    def coalesced(self, *, believed_at: TimeLike | None = None, subject: str | None = None,
+                  predicate: str | None = None, scope: str | None = None) -> pl.DataFrame:
+        """The believed facts of each value merged into maximal periods (SPEC §12); see
+        :func:`tempomem.sequenced.coalesced`."""
+        return sequenced.coalesced(self, believed_at=believed_at, subject=subject, predicate=predicate, scope=scope)
 
     def check(self) -> queries.CheckReport:
         """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""

@@ -1,0 +1,345 @@
+"""sequenced and coalesced (SPEC §12): hand-checked rows for every edge the SPEC names.
+
+Facts are loaded by backfill with their own ids and belief times, so every expected row is
+written out literally. The SQL macros and the Python twins are checked against each other.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import duckdb
+import polars as pl
+import pytest
+from conftest import ts
+
+import tempomem as tm
+from tempomem.connection import sql_file
+from tempomem.sequenced import parse_every
+
+SEQ = ["bin_from", "bin_to", "fact_id", "object", "coverage"]
+CO = ["subject", "object", "valid_from", "valid_to", "facts", "fact_ids"]
+
+
+def load(mem: tm.Memory, rows: list[dict]) -> None:
+    """Backfill ``rows`` as given (each with a fact_id and a recorded_at), all or nothing."""
+    mem.backfill([{"subject": "svc", "predicate": "type", **r} for r in rows], strict=True)
+
+
+def f(fact_id: str, obj: str, start: str | None = None, end: str | None = None, **more: str) -> dict:
+    """One backfill row: a fact recorded on 2024-01-01 unless ``recorded_at`` says otherwise."""
+    return {"fact_id": fact_id, "object": obj, "valid_from": start, "valid_to": end, "recorded_at": "2024-01-01",
+            **more}
+
+
+def rows(df: pl.DataFrame, columns: list[str]) -> list[tuple]:
+    return df.select(columns).rows()
+
+
+def t(text: str | None):
+    return None if text is None else ts(text)
+
+
+@pytest.fixture
+def mem(store_path, clock):
+    # "multi": overlapping values of one key are loaded as given and nothing is flagged
+    return tm.open(store_path, create=True, clock=clock, predicates={"type": "multi"})
+
+
+# -- bins ---------------------------------------------------------------------------------------
+
+
+def test_bins_are_half_open_and_coverage_is_the_share_of_the_bin(mem):
+    load(mem, [
+        f("a", "A", "2024-01-02", "2024-01-04"),
+        f("b", "B", "2024-01-02T12:00Z", "2024-01-03T06:00Z"),
+    ])
+    got = mem.sequenced("2024-01-01", "2024-01-06", "1d")
+    # a starts where the first bin ends and ends where the fourth begins: it is in neither
+    assert rows(got, SEQ) == [
+        (t("2024-01-02"), t("2024-01-03"), "a", "A", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), "b", "B", 0.5),
+        (t("2024-01-03"), t("2024-01-04"), "a", "A", 1.0),
+        (t("2024-01-03"), t("2024-01-04"), "b", "B", 0.25),
+    ]
+    assert got.columns == ["bin_from", "bin_to", "fact_id", "scope", "subject", "predicate", "object", "coverage"]
+    assert got.schema["bin_from"] == pl.Datetime("us", "UTC") and got.schema["coverage"] == pl.Float64
+
+
+def test_last_bin_is_clipped_at_to_at(mem):
+    load(mem, [{"fact_id": "a", "object": "A", "valid_from": "2024-01-03T06:00Z", "recorded_at": "2024-01-01"}])
+    got = mem.sequenced("2024-01-02", "2024-01-03T12:00Z", "1d")
+    assert rows(got, SEQ) == [(t("2024-01-03"), t("2024-01-03T12:00Z"), "a", "A", 0.5)]  # 6 h of a 12 h bin
+
+
+def test_month_bins_add_each_bound_to_from_at(mem):
+    load(mem, [{"fact_id": "a", "object": "A", "recorded_at": "2024-01-01"}])  # unknown start, still true
+    got = mem.sequenced("2024-01-31", "2024-05-01", "1mo")
+    assert rows(got, ["bin_from", "bin_to", "coverage"]) == [
+        (t("2024-01-31"), t("2024-02-29"), 1.0),
+        (t("2024-02-29"), t("2024-03-31"), 1.0),   # 03-31, not 03-29: one addition to from_at
+        (t("2024-03-31"), t("2024-04-30"), 1.0),
+        (t("2024-04-30"), t("2024-05-01"), 1.0),
+    ]
+    sql = mem.sql("SELECT bin, bin_from, bin_to FROM tm_bins(TIMESTAMPTZ '2024-01-31', TIMESTAMPTZ '2024-05-01', "
+                  "INTERVAL 1 MONTH) ORDER BY bin").fetchall()
+    assert sql == [(0, t("2024-01-31"), t("2024-02-29")), (1, t("2024-02-29"), t("2024-03-31")),
+                   (2, t("2024-03-31"), t("2024-04-30")), (3, t("2024-04-30"), t("2024-05-01"))]
+
+
+def test_open_and_unknown_bounds_are_the_infinities(mem):
+    load(mem, [
+        {"fact_id": "early", "object": "E", "valid_to": "2024-01-02T12:00Z", "recorded_at": "2024-01-01"},
+        {"fact_id": "late", "object": "L", "valid_from": "2024-01-03T18:00Z", "recorded_at": "2024-01-01"},
+        {"fact_id": "before", "object": "X", "valid_to": "2024-01-01", "recorded_at": "2024-01-01"},
+        {"fact_id": "after", "object": "Y", "valid_from": "2024-01-04", "recorded_at": "2024-01-01"},
+    ])
+    got = mem.sequenced("2024-01-01", "2024-01-04", "1d")
+    assert rows(got, SEQ) == [
+        (t("2024-01-01"), t("2024-01-02"), "early", "E", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), "early", "E", 0.5),
+        (t("2024-01-03"), t("2024-01-04"), "late", "L", 0.25),
+    ]
+
+
+def test_empty_intervals_take_part_in_nothing(mem):
+    # an end before its start: backfill keeps the end and moves the start to it, [01-02, 01-02)
+    mem.backfill([{"fact_id": "e", "subject": "svc", "predicate": "type", "object": "E", "valid_from": "2024-01-03",
+                   "valid_to": "2024-01-02", "recorded_at": "2024-01-01"}])
+    assert mem.history("svc")["valid_from"].to_list() == [t("2024-01-02")]
+    assert mem.sequenced("2024-01-01", "2024-01-05", "1d").is_empty()
+    assert mem.coalesced().is_empty()
+
+
+def test_rows_are_ordered_by_bin_then_key_then_object_then_fact(mem):
+    mem.backfill([
+        {"fact_id": "z2", "subject": "b", "predicate": "type", "object": "O", "recorded_at": "2024-01-01"},
+        {"fact_id": "z1", "subject": "b", "predicate": "type", "object": "O", "recorded_at": "2024-01-01"},
+        {"fact_id": "y", "subject": "b", "predicate": "type", "object": "N", "recorded_at": "2024-01-01"},
+        {"fact_id": "x", "subject": "a", "predicate": "type", "object": "Z", "recorded_at": "2024-01-01"},
+        {"fact_id": "w", "scope": "ops", "subject": "a", "predicate": "type", "object": "A",
+         "recorded_at": "2024-01-01"},
+    ], strict=True)
+    got = mem.sequenced("2024-01-01", "2024-01-03", "1d")
+    key = ["bin_from", "scope", "subject", "object", "fact_id"]
+    assert rows(got, key) == [
+        (t("2024-01-01"), "default", "a", "Z", "x"), (t("2024-01-01"), "default", "b", "N", "y"),
+        (t("2024-01-01"), "default", "b", "O", "z1"), (t("2024-01-01"), "default", "b", "O", "z2"),
+        (t("2024-01-01"), "ops", "a", "A", "w"),
+        (t("2024-01-02"), "default", "a", "Z", "x"), (t("2024-01-02"), "default", "b", "N", "y"),
+        (t("2024-01-02"), "default", "b", "O", "z1"), (t("2024-01-02"), "default", "b", "O", "z2"),
+        (t("2024-01-02"), "ops", "a", "A", "w"),
+    ]
+    assert rows(mem.sequenced("2024-01-01", "2024-01-02", "1d", subject="b", predicate="type"), key) == [
+        (t("2024-01-01"), "default", "b", "N", "y"), (t("2024-01-01"), "default", "b", "O", "z1"),
+        (t("2024-01-01"), "default", "b", "O", "z2")]
+    assert mem.sequenced("2024-01-01", "2024-01-02", "1d", scope="ops")["fact_id"].to_list() == ["w"]
+
+
+# -- belief time: retracted, erased, believed in the past -------------------------------------------
+
+
+def test_believed_at_in_the_past_reads_the_revision_believed_then(mem, clock):
+    clock.set("2026-01-01")
+    f = mem.assert_fact("svc", "type", "A", valid_from="2024-01-01")
+    clock.set("2026-02-01")
+    mem.invalidate(f.fact_id, at="2024-01-02T12:00Z", reason="resized")
+    clock.set("2026-03-01")
+    g = mem.assert_fact("svc", "type", "B", valid_from="2024-01-02T12:00Z")
+    window = ("2024-01-01", "2024-01-04", "1d")
+    assert rows(mem.sequenced(*window), SEQ) == [
+        (t("2024-01-01"), t("2024-01-02"), f.fact_id, "A", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), f.fact_id, "A", 0.5),
+        (t("2024-01-02"), t("2024-01-03"), g.fact_id, "B", 0.5),
+        (t("2024-01-03"), t("2024-01-04"), g.fact_id, "B", 1.0),
+    ]
+    # in January A was believed still true, and B was not known yet
+    assert rows(mem.sequenced(*window, believed_at="2026-01-15"), SEQ) == [
+        (t("2024-01-01"), t("2024-01-02"), f.fact_id, "A", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), f.fact_id, "A", 1.0),
+        (t("2024-01-03"), t("2024-01-04"), f.fact_id, "A", 1.0),
+    ]
+    assert mem.sequenced(*window, believed_at="2025-12-31").is_empty()   # before anything was recorded
+    assert rows(mem.coalesced(believed_at="2026-02-15"), CO) == [
+        ("svc", "A", t("2024-01-01"), t("2024-01-02T12:00Z"), 1, [f.fact_id])]
+
+
+def test_retracted_facts_leave_beliefs_after_the_retraction_only(mem):
+    load(mem, [{"fact_id": "r", "object": "R", "valid_from": "2024-01-01", "recorded_at": "2024-01-01",
+                "retracted_at": "2024-02-01", "retraction_reason": "never true"},
+               {"fact_id": "k", "object": "K", "valid_from": "2024-01-02", "recorded_at": "2024-01-01"}])
+    window = ("2024-01-01", "2024-01-03", "1d")
+    assert rows(mem.sequenced(*window), SEQ) == [(t("2024-01-02"), t("2024-01-03"), "k", "K", 1.0)]
+    assert rows(mem.sequenced(*window, believed_at="2024-01-15"), SEQ) == [
+        (t("2024-01-01"), t("2024-01-02"), "r", "R", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), "k", "K", 1.0),
+        (t("2024-01-02"), t("2024-01-03"), "r", "R", 1.0),
+    ]
+    assert rows(mem.coalesced(), CO) == [("svc", "K", t("2024-01-02"), None, 1, ["k"])]
+    assert rows(mem.coalesced(believed_at="2024-01-15"), CO) == [
+        ("svc", "R", t("2024-01-01"), None, 1, ["r"]), ("svc", "K", t("2024-01-02"), None, 1, ["k"])]
+
+
+def test_erased_facts_are_gone_from_every_belief(mem, clock):
+    load(mem, [{"fact_id": "gone", "subject": "cust-42", "object": "X", "valid_from": "2024-01-01",
+                "recorded_at": "2024-01-01"},
+               {"fact_id": "kept", "object": "K", "valid_from": "2024-01-01", "recorded_at": "2024-01-01"}])
+    clock.set("2026-01-02")
+    mem.forget("cust-42", reason="GDPR request")
+    for believed_at in (None, "2024-06-01"):
+        assert mem.sequenced("2024-01-01", "2024-01-02", "1d", believed_at=believed_at)["fact_id"].to_list() == ["kept"]
+        assert mem.coalesced(believed_at=believed_at)["fact_ids"].to_list() == [["kept"]]
+
+
+# -- coalesced ------------------------------------------------------------------------------------
+
+
+def test_coalesced_merges_meets_and_overlaps_but_never_across_a_gap(mem):
+    load(mem, [
+        # meets: [01, 03) + [03, 05) -> [01, 05)
+        f("m2", "meet", "2024-01-03", "2024-01-05"),
+        f("m1", "meet", "2024-01-01", "2024-01-03"),
+        # overlaps, and one inside a longer one that ends sooner than the first: still one period
+        f("o1", "over", "2024-01-01", "2024-01-10"),
+        f("o2", "over", "2024-01-02", "2024-01-03"),
+        f("o3", "over", "2024-01-05", "2024-01-12"),
+        # a gap of one microsecond keeps two periods
+        f("g1", "gap", "2024-01-01", "2024-01-03"),
+        f("g2", "gap", "2024-01-03T00:00:00.000001Z", "2024-01-04"),
+        # another value of the key touching "meet" never merges with it
+        f("n1", "next", "2024-01-05", "2024-01-06"),
+    ])
+    assert rows(mem.coalesced(), CO) == [
+        ("svc", "gap", t("2024-01-01"), t("2024-01-03"), 1, ["g1"]),
+        ("svc", "meet", t("2024-01-01"), t("2024-01-05"), 2, ["m1", "m2"]),
+        ("svc", "over", t("2024-01-01"), t("2024-01-12"), 3, ["o1", "o2", "o3"]),
+        ("svc", "gap", t("2024-01-03T00:00:00.000001Z"), t("2024-01-04"), 1, ["g2"]),
+        ("svc", "next", t("2024-01-05"), t("2024-01-06"), 1, ["n1"]),
+    ]
+    assert mem.coalesced().columns == ["scope", "subject", "predicate", "object", "valid_from", "valid_to", "facts",
+                                       "fact_ids"]
+
+
+def test_coalesced_fact_ids_by_start_unknown_first_then_id_and_open_ends(mem):
+    load(mem, [
+        {"fact_id": "c", "object": "A", "valid_from": "2024-01-05", "recorded_at": "2024-01-01"},
+        f("b2", "A", "2024-01-02", "2024-01-05"),
+        f("b1", "A", "2024-01-02", "2024-01-03"),
+        {"fact_id": "z", "object": "A", "valid_to": "2024-01-02", "recorded_at": "2024-01-01"},
+        {"fact_id": "y", "object": "A", "valid_to": "2023-06-01", "recorded_at": "2024-01-01"},
+        # two values in other scopes / keys never mix with svc's
+        {"fact_id": "s", "scope": "ops", "object": "A", "valid_from": "2024-01-01", "recorded_at": "2024-01-01"},
+        {"fact_id": "u", "subject": "other", "object": "A", "valid_from": "2024-01-01", "recorded_at": "2024-01-01"},
+    ])
+    got = mem.coalesced()
+    assert got.select("scope", *CO).rows() == [
+        ("default", "other", "A", t("2024-01-01"), None, 1, ["u"]),
+        ("default", "svc", "A", None, None, 5, ["y", "z", "b1", "b2", "c"]),
+        ("ops", "svc", "A", t("2024-01-01"), None, 1, ["s"]),
+    ]
+    assert rows(mem.coalesced(subject="svc", predicate="type", scope="default"), ["facts"]) == [(5,)]
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "field", "reason"), [
+    (("2024-01-05", "2024-01-01", "1d"), "to_at", "must be after from_at"),
+    (("2024-01-01", "2024-01-01", "1d"), "to_at", "must be after from_at"),
+    (("2024-01-01", "2024-01-05", "0d"), "every", "positive"),
+    (("2024-01-01", "2024-01-05", timedelta(0)), "every", "positive"),
+    (("2024-01-01", "2024-01-05", timedelta(days=-1)), "every", "positive"),
+    (("2024-01-01", "2024-01-05", "1.5mo"), "every", "whole"),
+    (("2024-01-01", "2024-01-05", "daily"), "every", "expected a step"),
+    (("2024-01-01", "2024-01-05", 7), "every", "expected a timedelta"),
+    (("2000-01-01", "2024-01-01", "1m"), "every", "more than 1,000,000 bins"),
+    ((None, "2024-01-05", "1d"), "from_at", "required"),
+    (("2024-01-01", "soon", "1d"), "to_at", "cannot read"),
+])
+def test_bad_windows_are_typed_errors_naming_the_argument(mem, args, field, reason):
+    with pytest.raises(tm.TempomemError, match=reason) as err:
+        mem.sequenced(*args)
+    assert str(err.value).startswith(f"{field}: ")
+
+
+def test_exactly_a_million_bins_is_allowed_and_one_more_is_not(mem):
+    assert mem.sequenced("2024-01-01", "2024-01-01T00:00:01Z", "1us").is_empty()   # 1,000,000 bins, no fact
+    with pytest.raises(tm.TempomemError, match="more than 1,000,000"):
+        mem.sequenced("2024-01-01", "2024-01-01T00:00:01.000001Z", "1us")
+
+
+def test_parse_every():
+    assert parse_every("1mo") == "1 months 0 microseconds"
+    assert parse_every("1mo15d") == "1 months 1296000000000 microseconds"
+    assert parse_every("6h") == parse_every(timedelta(hours=6)) == "0 months 21600000000 microseconds"
+    assert parse_every("1.5h") == "0 months 5400000000 microseconds"
+    assert parse_every("1w") == parse_every("7d")
+    assert parse_every(" 15M ") == "0 months 900000000 microseconds"
+
+
+def test_sql_macros_refuse_bad_windows_with_a_clear_error(mem):
+    """SQL callers get DuckDB's error, with the reason; the fetch raises it."""
+    con = mem.connect()
+    for args, message in [("'2024-02-01', '2024-01-01', INTERVAL 1 DAY", "before to_at"),
+                          ("'2024-01-01', '2024-02-01', INTERVAL 0 DAY", "positive"),
+                          ("'2024-01-01', '2024-06-01', INTERVAL '1 month -29 days'", "positive"),  # steps back in Feb
+                          ("'2000-01-01', '2024-01-01', INTERVAL 1 MINUTE", "1,000,000"),
+                          ("NULL, '2024-01-01', INTERVAL 1 DAY", "must not be NULL")]:
+        with pytest.raises(duckdb.Error, match=message):
+            con.sql(f"SELECT count(*) FROM sequenced({args})").fetchall()
+
+
+# -- the SQL macros ----------------------------------------------------------------------------------
+
+
+def test_sql_macros_answer_what_the_python_twins_answer(mem):
+    load(mem, [f("a", "A", "2024-01-01", "2024-01-03"),
+               {"fact_id": "b", "object": "A", "valid_from": "2024-01-03", "recorded_at": "2024-03-01"}])
+    params = {"f": t("2024-01-01"), "t": t("2024-01-05"), "b": t("2024-02-01")}
+    sql = mem.sql("SELECT * FROM sequenced($f, $t, INTERVAL 1 DAY, believed_at := $b)", params).pl()
+    assert sql.equals(mem.sequenced("2024-01-01", "2024-01-05", "1d", believed_at="2024-02-01"))
+    assert sql["fact_id"].to_list() == ["a", "a"]
+    assert mem.sql("SELECT * FROM coalesced()").pl().equals(mem.coalesced())
+    assert mem.sql("SELECT facts, fact_ids FROM coalesced()").fetchall() == [(2, ["a", "b"])]
+    assert mem.sql("SELECT count(*), sum(coverage) FROM tm_sequenced(TIMESTAMPTZ '2024-01-01', "
+                   "TIMESTAMPTZ '2024-01-05', INTERVAL 12 HOUR)").fetchall() == [(8, 8.0)]
+
+
+def test_macros_load_into_a_plain_duckdb_session(mem):
+    """The file needs only a `revisions` table and `facts` made from it, as its header says."""
+    load(mem, [f("a", "A", "2024-01-01T12:00Z", "2024-01-02"),
+               {"fact_id": "b", "object": "A", "valid_from": "2024-01-02", "recorded_at": "2024-01-01"}])
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("revisions_arrow", mem.connect().sql("SELECT * FROM revisions").to_arrow_table())
+    con.execute("CREATE TABLE revisions AS SELECT * FROM revisions_arrow")
+    con.execute("""CREATE VIEW facts AS
+                   SELECT * EXCLUDE (revision, believed_until)
+                          REPLACE (min(recorded_at) OVER (PARTITION BY fact_id) AS recorded_at)
+                   FROM revisions QUALIFY believed_until IS NULL""")
+    con.execute(sql_file("macros.sql"))
+    assert con.sql("SELECT bin_from, fact_id, coverage FROM sequenced(TIMESTAMPTZ '2024-01-01', "
+                   "TIMESTAMPTZ '2024-01-03', INTERVAL 1 DAY)").fetchall() == [
+        (t("2024-01-01"), "a", 0.5), (t("2024-01-02"), "b", 1.0)]
+    assert con.sql("SELECT valid_from, valid_to, fact_ids FROM coalesced()").fetchall() == [
+        (t("2024-01-01T12:00Z"), None, ["a", "b"])]
+
+
+def test_the_run_of_bins_found_by_division_is_never_short(mem):
+    """tm_sequenced finds each fact's bins by dividing by the mean bin length; against the plain
+    interval join of the facts and tm_bins, for bins of months (uneven) and of odd fixed lengths."""
+    starts = ["2023-11-30T07:00Z", "2024-01-31", "2024-02-29T23:59:59Z", "2024-03-31T00:00:00.000001Z",
+              "2024-12-31", "2025-02-28T12:00Z", None]
+    ends = ["2024-01-01", "2024-02-29", "2024-03-31T00:00:01Z", "2024-07-15", "2025-03-01", None]
+    load(mem, [{"fact_id": f"f{i}-{j}", "object": "A", "valid_from": s, "valid_to": e, "recorded_at": "2024-01-01"}
+               for i, s in enumerate(starts) for j, e in enumerate(ends)])
+    plain = """
+        SELECT b.bin_from, f.fact_id FROM tm_bins($f, $t, CAST($e AS INTERVAL)) AS b, tm_believed(NULL) AS f
+        WHERE tm_overlaps(f.valid_from, f.valid_to, b.bin_from, b.bin_to) ORDER BY ALL"""
+    fast = "SELECT bin_from, fact_id FROM tm_sequenced($f, $t, CAST($e AS INTERVAL)) ORDER BY ALL"
+    for lo, hi, every in [("2024-01-31", "2025-04-01", "1 month"), ("2023-12-15", "2026-01-01", "3 months 1 day"),
+                          ("2024-01-01T03:00Z", "2024-09-01", "7 days 5 hours"), ("2024-02-10", "2024-04-01", "1 day")]:
+        params = {"f": t(lo), "t": t(hi), "e": every}
+        expected = mem.sql(plain, params).fetchall()
+        assert expected, every
+        assert mem.sql(fast, params).fetchall() == expected, every
