@@ -445,14 +445,14 @@ class _Progress:
 @click.option("--map", "maps", multiple=True, metavar="SRC=DST", help="Rename a source column (repeatable).")
 @click.option("--format", "fmt", default=None,
               help="parquet, csv, jsonl, or an importer: graphiti, mem0, sqlite4ts (default: by extension).")
-@click.option("--epoch-unit", type=click.Choice(["s", "ms", "us"]), default="s", show_default=True,
-              help="Unit of numeric times.")
+@click.option("--epoch-unit", type=click.Choice(["s", "ms", "us"]), default=None,
+              help="Read bare numbers as epochs in this unit (without it a number is a rejected row).")
 @click.option("--lenient", is_flag=True, help="Unreadable valid times count as missing; future beliefs load.")
 @click.option("--strict", is_flag=True, help="All or nothing: load nothing if any row is rejected.")
 @click.option("--resolve", is_flag=True, help="Replay the rows through the write path in recorded_at order.")
 @json_option
 @click.pass_context
-def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | None, epoch_unit: str,
+def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | None, epoch_unit: str | None,
              lenient: bool, strict: bool, resolve: bool, as_json: bool) -> None:
     """Load existing history (a file, folder or glob) keeping its original times.
 

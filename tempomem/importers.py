@@ -1,7 +1,7 @@
 """Importers: other memory systems' exports as thin mappings onto :func:`tempomem.backfill` (SPEC §11).
 
 Each importer reads its source into Arrow, maps it to backfill's input columns with one DuckDB
-statement (times parsed by :func:`tempomem.backfill.time_sql`), and hands the rows to backfill
+statement (times parsed by :func:`tempomem.timegrammar.time_sql`), and hands the rows to backfill
 with ``origin = 'import:<format>'``. A source row that becomes two revisions gives two input
 rows with the same ``fact_id`` and ``__row`` (the source row's 0-based position), so the report
 names source rows.
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from .backfill import time_sql
 from .connection import new_connection
 from .errors import TempomemError
+from .timegrammar import time_sql
 
 if TYPE_CHECKING:
     from .backfill import BackfillReport, Progress
@@ -40,7 +40,8 @@ class Source:
     rows: pa.Table
     origin: str
     flags: pl.DataFrame | None = None
-    epoch_unit: str = "s"
+    #: The unit of the source's bare numbers, when its format says (SPEC §2: never guessed).
+    epoch_unit: str | None = None
 
 
 def _with_columns(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
