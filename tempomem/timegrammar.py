@@ -33,7 +33,6 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -79,12 +78,11 @@ _EXPONENT = re.compile(_EXPONENT_PATTERN)
 #: The groups in RE2's order, the field names of DuckDB's ``regexp_extract`` struct.
 GROUPS = [name for name, _ in sorted(_ISO.groupindex.items(), key=lambda item: item[1])]
 assert len(GROUPS) == _ISO.groups, "every group of ISO_PATTERN must be named"
-#: A field and the groups spelling it (at most one of them matches).
-_FIELDS = {"year": ("year",), "month": ("month", "bmonth"), "day": ("day", "bday"), "week": ("week", "bweek"),
-           "weekday": ("weekday", "bweekday"), "yday": ("yday", "byday"), "hour": ("hour",),
-           "minute": ("minute", "bminute"), "second": ("second", "bsecond"), "fraction": ("fraction", "bfraction"),
-           "offset": ("offset",), "zulu": ("zulu",), "sign": ("sign",), "ohour": ("ohour",),
-           "ominute": ("ominute",)}
+#: The fields of a match, each the text of the groups spelling it (at most one matches).
+_FIELDS = {"y": ("year",), "mo": ("month", "bmonth"), "d": ("day", "bday"), "w": ("week", "bweek"),
+           "wd": ("weekday", "bweekday"), "yd": ("yday", "byday"), "h": ("hour",), "mi": ("minute", "bminute"),
+           "s": ("second", "bsecond"), "f": ("fraction", "bfraction"), "off": ("offset",), "sg": ("sign",),
+           "oh": ("ohour",), "om": ("ominute",)}
 
 EMPTY = "empty text is not a time"
 NOT_ISO = "not an ISO 8601 date or time (such as 2024-06-01, 2024-06-01T12:00:00Z or 20240601T120000+0200)"
@@ -93,74 +91,55 @@ BARE_NUMBER = ("a bare number is not a time without its unit: nothing says secon
                "milliseconds (backfill reads epochs with epoch_unit='s', 'ms' or 'us')")
 OUT_OF_RANGE = "outside the years 0001-9999 (UTC) that a stored time can hold"
 
-
-@dataclass(frozen=True)
-class Parts:
-    """The fields of one ISO match as integers (``None`` when absent); ``raw`` keeps the text."""
-
-    year: int
-    month: int | None
-    day: int | None
-    week: int | None
-    weekday: int | None
-    yday: int | None
-    hour: int | None
-    minute: int | None
-    second: int | None
-    offset: bool
-    ohour: int | None
-    ominute: int | None
-    raw: dict[str, str]
+Fields = dict[str, str]
 
 
-def _days_in_month(p: Parts) -> int:
-    return calendar.monthrange(p.year, p.month or 1)[1]
+def _offset_minutes(f: Fields) -> int:
+    magnitude = int(f["oh"] or 0) * 60 + int(f["om"] or 0)
+    return -magnitude if f["sg"] == "-" else magnitude
 
 
-def _weeks(p: Parts) -> int:
-    return date(p.year, 12, 28).isocalendar().week
-
-
-def _ydays(p: Parts) -> int:
-    return 366 if calendar.isleap(p.year) else 365
-
-
-def _offset_minutes(p: Parts) -> int:
-    magnitude = (p.ohour or 0) * 60 + (p.ominute or 0)
-    return -magnitude if p.raw["sign"] == "-" else magnitude
+def _weeks(year: str) -> int:
+    return date(int(year), 12, 28).isocalendar().week
 
 
 #: The checks of an ISO match, in order: (Python condition, SQL condition, reason). The first
-#: that holds rejects the value with its reason; ``{field}`` in a reason is the text as given.
-#: In SQL, ``{name}`` is that field as an INTEGER (NULL when absent); ``{dim}``, ``{weeks}``,
-#: ``{ydays}`` and ``{offset_min}`` are the helpers of the same names. Conditions guard
-#: their own fields (each runs only after the ones above it failed).
-CHECKS: list[tuple[Callable[[Parts], bool], str, str]] = [
-    (lambda p: p.year < 1, "{year} < 1", "year {year} is before year 0001"),
-    (lambda p: p.month is not None and not 1 <= p.month <= 12,
-     "{month} NOT BETWEEN 1 AND 12", "month {month} is not 01-12"),
-    (lambda p: p.day is not None and not 1 <= p.day <= _days_in_month(p),
-     "{day} NOT BETWEEN 1 AND {dim}", "day {day} does not exist in {year}-{month}"),
-    (lambda p: p.weekday is not None and not 1 <= p.weekday <= 7,
-     "{weekday} NOT BETWEEN 1 AND 7", "weekday {weekday} is not 1-7 (Monday-Sunday)"),
-    (lambda p: p.week is not None and not 1 <= p.week <= _weeks(p),
-     "{week} NOT BETWEEN 1 AND {weeks}", "week {week} does not exist in {year}"),
-    (lambda p: p.yday is not None and not 1 <= p.yday <= _ydays(p),
-     "{yday} NOT BETWEEN 1 AND {ydays}", "day {yday} of the year does not exist in {year}"),
-    (lambda p: p.hour is not None and p.day is None and p.weekday is None and p.yday is None,
-     "{hour} IS NOT NULL AND {day} IS NULL AND {weekday} IS NULL AND {yday} IS NULL",
+#: that holds refuses the value with its reason, ``{field}`` being that field's text as given.
+#: Both conditions read the fields as text ('' when absent): two-digit fields compare as text
+#: exactly as numbers do. Each runs only on matches the checks above it let through.
+CHECKS: list[tuple[Callable[[Fields], bool], str, str]] = [
+    (lambda f: f["y"] == "0000", "c.y = '0000'", "year {y} is before year 0001"),
+    (lambda f: f["mo"] != "" and not "01" <= f["mo"] <= "12",
+     "c.mo <> '' AND c.mo NOT BETWEEN '01' AND '12'", "month {mo} is not 01-12"),
+    (lambda f: f["d"] != "" and not 1 <= int(f["d"]) <= calendar.monthrange(int(f["y"]), int(f["mo"]))[1],
+     "c.d <> '' AND try_strptime(c.y || '-' || c.mo || '-' || c.d, '%Y-%m-%d') IS NULL",
+     "day {d} does not exist in {y}-{mo}"),
+    (lambda f: f["wd"] != "" and not "1" <= f["wd"] <= "7",
+     "c.wd <> '' AND c.wd NOT BETWEEN '1' AND '7'", "weekday {wd} is not 1-7 (Monday-Sunday)"),
+    (lambda f: f["w"] != "" and not 1 <= int(f["w"]) <= _weeks(f["y"]),
+     "c.w <> '' AND (c.w = '00' OR c.w > '53' OR c.w = '53' AND week(make_date(CAST(c.y AS INTEGER), 12, 28)) < 53)",
+     "week {w} does not exist in {y}"),
+    (lambda f: f["yd"] != "" and not 1 <= int(f["yd"]) <= 365 + calendar.isleap(int(f["y"])),
+     "c.yd <> '' AND try_strptime(c.y || '-' || c.yd, '%Y-%j') IS NULL",
+     "day {yd} of the year does not exist in {y}"),
+    (lambda f: f["h"] != "" and f["d"] == f["wd"] == f["yd"] == "",
+     "c.h <> '' AND c.d = '' AND c.wd = '' AND c.yd = ''",
      "a time of day needs a full date (YYYY-MM-DD, YYYY-Www-D or YYYY-DDD)"),
-    (lambda p: p.hour is not None and p.hour > 23, "{hour} > 23", "hour {hour} is not 00-23"),
-    (lambda p: p.minute is not None and p.minute > 59, "{minute} > 59", "minute {minute} is not 00-59"),
-    (lambda p: p.second == 60, "{second} = 60",
+    (lambda f: f["h"] > "23", "c.h > '23'", "hour {h} is not 00-23"),
+    (lambda f: f["mi"] > "59", "c.mi > '59'", "minute {mi} is not 00-59"),
+    (lambda f: f["s"] == "60", "c.s = '60'",
      "second 60 (a leap second) cannot be stored: stored UTC times have no leap seconds"),
-    (lambda p: p.second is not None and p.second > 59, "{second} > 59", "second {second} is not 00-59"),
-    (lambda p: p.offset and p.hour is None, "{hour} IS NULL AND {has_offset}",
+    (lambda f: f["s"] > "59", "c.s > '59'", "second {s} is not 00-59"),
+    (lambda f: f["off"] != "" and f["h"] == "", "c.off <> '' AND c.h = ''",
      "an offset needs a time of day (such as 2024-06-01T00:00+02:00)"),
-    (lambda p: p.ominute is not None and p.ominute > 59, "{ominute} > 59", "offset minute {ominute} is not 00-59"),
-    (lambda p: p.offset and not -720 <= _offset_minutes(p) <= 840, "{offset_min} NOT BETWEEN -720 AND 840",
-     "offset {offset} is outside -12:00 to +14:00, the offsets of real time zones"),
+    (lambda f: f["om"] > "59", "c.om > '59'", "offset minute {om} is not 00-59"),
+    (lambda f: not -720 <= _offset_minutes(f) <= 840,
+     "(c.sg = '+' AND c.oh || c.om > '1400' OR c.sg = '-' AND c.oh || c.om > '1200')",
+     "offset {off} is outside -12:00 to +14:00, the offsets of real time zones"),
 ]
+#: The checks DuckDB's strptime does not make itself (it rolls week 53 and offset minute 60
+#: over, and knows nothing of partial dates or the offset range): the value path needs only these.
+_STRPTIME_MISSES = (4, 6, 11, 12, 13)
 
 
 # -- Python ---------------------------------------------------------------------------------
@@ -177,7 +156,8 @@ def parse_text(text: str, epoch_unit: str | None = None) -> datetime | str:
         return EMPTY
     match = _ISO.fullmatch(text)
     if match:
-        return _iso_instant(match.groupdict())
+        groups = match.groupdict()
+        return _iso_instant({name: "".join(groups[g] or "" for g in spelled) for name, spelled in _FIELDS.items()})
     if _NUMBER.fullmatch(text):
         if epoch_unit is None:
             return BARE_NUMBER
@@ -188,27 +168,19 @@ def parse_text(text: str, epoch_unit: str | None = None) -> datetime | str:
     return NOT_ISO
 
 
-def _iso_instant(groups: dict[str, str | None]) -> datetime | str:
-    raw = {f: "".join(groups[g] or "" for g in spelled) for f, spelled in _FIELDS.items()}
-
-    def number(name: str) -> int | None:
-        return int(raw[name]) if raw[name] else None
-
-    p = Parts(year=int(raw["year"]), month=number("month"), day=number("day"), week=number("week"),
-              weekday=number("weekday"), yday=number("yday"), hour=number("hour"), minute=number("minute"),
-              second=number("second"), offset=bool(raw["offset"]), ohour=number("ohour"),
-              ominute=number("ominute"), raw=raw)
+def _iso_instant(f: Fields) -> datetime | str:
     for condition, _sql, reason in CHECKS:
-        if condition(p):
-            return reason.format(**raw)
-    if p.week is not None:
-        day = date.fromisocalendar(p.year, p.week, p.weekday or 1)
-    elif p.yday is not None:
-        day = date(p.year, 1, 1) + timedelta(days=p.yday - 1)
+        if condition(f):
+            return reason.format(**f)
+    year = int(f["y"])
+    if f["w"]:
+        day = date.fromisocalendar(year, int(f["w"]), int(f["wd"] or 1))
+    elif f["yd"]:
+        day = date(year, 1, 1) + timedelta(days=int(f["yd"]) - 1)
     else:
-        day = date(p.year, p.month or 1, p.day or 1)
-    fraction = int((raw["fraction"] + "000000")[:6])
-    seconds = (p.hour or 0) * 3600 + (p.minute or 0) * 60 + (p.second or 0) - _offset_minutes(p) * 60
+        day = date(year, int(f["mo"] or 1), int(f["d"] or 1))
+    seconds = int(f["h"] or 0) * 3600 + int(f["mi"] or 0) * 60 + int(f["s"] or 0) - _offset_minutes(f) * 60
+    fraction = int((f["f"] + "000000")[:6])
     return _from_us((day.toordinal() - _EPOCH_ORDINAL) * 86_400_000_000 + seconds * 1_000_000 + fraction)
 
 
@@ -226,6 +198,7 @@ def _from_us(us: int) -> datetime | str:
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
             "UBIGINT", "UHUGEINT", "FLOAT", "DOUBLE")
+_BLANKS = "' ' || chr(9) || chr(10) || chr(13)"
 
 
 def _literal(text: str) -> str:
@@ -244,8 +217,9 @@ def time_sql(col: str, duck_type: str, epoch_unit: str | None = None) -> str:
     Text follows the grammar of this module; numbers are epochs in ``epoch_unit`` (NULL without
     one); naive timestamps and dates are UTC; anything outside years 0001–9999 is NULL. The
     common full ISO forms are one regular-expression test and DuckDB's cast; the rest is one
-    ``regexp_extract`` and arithmetic on its fields. :func:`reason_sql` says why a NULL is one.
-    Assumes a connection in UTC (every tempomem connection is).
+    ``regexp_extract`` whose fields, spelled out in full, DuckDB's strptime reads.
+    :func:`reason_sql` says why a NULL is one. Assumes a connection in UTC (every tempomem
+    connection is).
     """
     t = duck_type.upper()
     if t.startswith("TIMESTAMP") or t == "DATE":
@@ -258,10 +232,9 @@ def time_sql(col: str, duck_type: str, epoch_unit: str | None = None) -> str:
                          "AS TIMESTAMPTZ)")
     if t != "VARCHAR":
         return "CAST(NULL AS TIMESTAMPTZ)"
-    slow = f"CASE WHEN regexp_full_match({col}, {_literal(ISO_PATTERN)}) THEN {_iso_sql(col, 'value')}"
+    slow = f"CASE WHEN regexp_full_match({col}, {_literal(ISO_PATTERN)}) THEN {_over_fields(col, _ISO_VALUE)}"
     if epoch_unit is not None:
-        factor = EPOCH_FACTORS[epoch_unit]
-        us = f"floor(CAST(trim({col}, {_BLANKS}) AS DECIMAL(38, 9)) * {factor})"
+        us = f"floor(CAST(trim({col}, {_BLANKS}) AS DECIMAL(38, 9)) * {EPOCH_FACTORS[epoch_unit]})"
         slow += (f" WHEN regexp_full_match({col}, {_literal(NUMBER_PATTERN)}) THEN CASE WHEN {us} "
                  f"BETWEEN {MIN_US} AND {MAX_US} THEN CAST(make_timestamp(CAST({us} AS BIGINT)) AS TIMESTAMPTZ) END")
     slow += " END"
@@ -270,9 +243,11 @@ def time_sql(col: str, duck_type: str, epoch_unit: str | None = None) -> str:
 
 
 def reason_sql(col: str, duck_type: str, epoch_unit: str | None = None) -> str:
-    """SQL: why ``time_sql`` of ``col`` is NULL (the reasons :func:`parse_text` gives), else NULL.
+    """SQL: why :func:`time_sql` of ``col`` is NULL: the reason :func:`parse_text` gives.
 
-    Meant for the rows already found unreadable: it is dearer than :func:`time_sql`.
+    Only for the values ``time_sql`` refused (NULL for a NULL ``col``); on a readable value
+    its answer means nothing. Put it in a ``CASE`` branch taken by those rows alone, so that
+    DuckDB evaluates it for them only.
     """
     t = duck_type.upper()
     value = time_sql(col, duck_type, epoch_unit)
@@ -286,15 +261,16 @@ def reason_sql(col: str, duck_type: str, epoch_unit: str | None = None) -> str:
         return f"CASE WHEN {col} IS NOT NULL THEN {_literal('expected a time, got a value of type ' + t)} END"
     number = (_literal(BARE_NUMBER) if epoch_unit is None
               else f"CASE WHEN {value} IS NULL THEN {_literal(OUT_OF_RANGE)} END")
+    checks = " ".join(f"WHEN {sql} THEN {_reason_sql(reason)}" for _, sql, reason in CHECKS)
+    # A match that passes every check is refused only for its range (the rows this runs on
+    # are those time_sql refused; the tests hold the two to that).
+    iso = f"CASE {checks} ELSE {_literal(OUT_OF_RANGE)} END"
     return (f"CASE WHEN {col} IS NULL THEN NULL "
             f"WHEN trim({col}, {_BLANKS}) = '' THEN {_literal(EMPTY)} "
-            f"WHEN regexp_full_match({col}, {_literal(ISO_PATTERN)}) THEN {_iso_sql(col, 'reason')} "
+            f"WHEN regexp_full_match({col}, {_literal(ISO_PATTERN)}) THEN {_over_fields(col, iso)} "
             f"WHEN regexp_full_match({col}, {_literal(NUMBER_PATTERN)}) THEN {number} "
             f"WHEN regexp_full_match({col}, {_literal(_EXPONENT_PATTERN)}) THEN {_literal(EXPONENT)} "
             f"ELSE {_literal(NOT_ISO)} END")
-
-
-_BLANKS = "' ' || chr(9) || chr(10) || chr(13)"
 
 
 def _in_range(ts: str) -> str:
@@ -302,61 +278,44 @@ def _in_range(ts: str) -> str:
             f"AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' THEN {ts} END")
 
 
-def _iso_sql(col: str, want: str) -> str:
-    """SQL over one ISO match of ``col``: its instant (``want="value"``) or the first failing
-    check's reason (``"reason"``). The match is extracted once, in a lambda over it."""
+def _over_fields(col: str, body: str) -> str:
+    """SQL: ``body`` over ``c``, the fields of the ISO match of ``col`` as text ('' when absent).
+
+    Extracted once, in lambdas over the one value: DuckDB binds every node of an expression
+    at some cost, so the fields are named once rather than spelled out wherever used.
+    """
     names = ", ".join(_literal(g) for g in GROUPS)
-    raw = {f: " || ".join(f"g.{g}" for g in spelled) for f, spelled in _FIELDS.items()}
-    ints = {f: f"CAST(nullif({r}, '') AS INTEGER)" for f, r in raw.items() if f not in ("fraction", "offset", "zulu",
-                                                                                         "sign")}
-    y, m = ints["year"], f"coalesce({ints['month']}, 1)"
-    helpers = {
-        "dim": f"day(last_day(make_date({y}, {m}, 1)))",
-        "weeks": f"week(make_date({y}, 12, 28))",
-        "ydays": f"(CASE WHEN day(last_day(make_date({y}, 2, 1))) = 29 THEN 366 ELSE 365 END)",
-        "offset_min": (f"(CASE WHEN g.sign = '-' THEN -1 ELSE 1 END * (coalesce({ints['ohour']}, 0) * 60 "
-                       f"+ coalesce({ints['ominute']}, 0)))"),
-        "has_offset": "g.offset <> ''",
-    }
-    fields = {**ints, **helpers}
-    checks = [(sql.format(**fields), reason) for _, sql, reason in CHECKS]
-    if want == "reason":
-        parts = " ".join(f"WHEN {cond} THEN {_reason_sql(reason, raw)}" for cond, reason in checks)
-        body = f"CASE {parts} ELSE CASE WHEN ({_instant_us(ints, helpers)}) NOT BETWEEN {MIN_US} AND {MAX_US} " \
-               f"THEN {_literal(OUT_OF_RANGE)} END END"
-    else:
-        # A CASE chain, not an OR: DuckDB runs each WHEN only on the rows the ones above let
-        # through, so no helper (make_date) meets a field an earlier check refused.
-        refused = " ".join(f"WHEN {cond} THEN NULL" for cond, _ in checks)
-        us = _instant_us(ints, helpers)
-        body = (f"CASE {refused} WHEN ({us}) BETWEEN {MIN_US} AND {MAX_US} "
-                f"THEN CAST(make_timestamp(CAST({us} AS BIGINT)) AS TIMESTAMPTZ) END")
+    fields = ", ".join(f"{_literal(name)}: {' || '.join(f'g.{g}' for g in spelled)}"
+                       for name, spelled in _FIELDS.items())
+    # the time of day and offset, spelled in full: " hh:mm:ss.ffffff+hh:mm"
+    tail = ("' ' || left(g.hour || '00', 2) || ':' || left(g.minute || g.bminute || '00', 2) || ':' "
+            "|| left(g.second || g.bsecond || '00', 2) || '.' || left(g.fraction || g.bfraction || '000000', 6) "
+            "|| CASE WHEN g.sign = '' THEN '+00:00' ELSE g.sign || g.ohour || ':' || left(g.ominute || '00', 2) END")
     return (f"list_transform([regexp_extract({col}, {_literal('^' + ISO_PATTERN + '$')}, [{names}])], "
-            f"lambda g: {body})[1]")
+            f"lambda g: list_transform([{{{fields}, 'tail': {tail}}}], lambda c: {body})[1])[1]")
 
 
-def _reason_sql(template: str, raw: dict[str, str]) -> str:
-    """A reason template as SQL: literal pieces joined with the fields' text as given."""
+#: The instant of an ISO match whose fields passed the checks strptime does not make: each
+#: kind of date spelled in full for strptime, which refuses a day, hour, minute or second that
+#: does not exist.
+_ISO_VALUE = (
+    "CASE " + " ".join(f"WHEN {CHECKS[i][1]} THEN NULL" for i in _STRPTIME_MISSES)
+    + " WHEN c.w <> '' THEN try_strptime(c.y || '-W' || c.w || '-' || left(c.wd || '1', 1) || c.tail, "
+      "'%G-W%V-%u %H:%M:%S.%f%z') "
+      "WHEN c.yd <> '' THEN try_strptime(c.y || '-' || c.yd || c.tail, '%Y-%j %H:%M:%S.%f%z') "
+      "ELSE try_strptime(c.y || '-' || left(c.mo || '01', 2) || '-' || left(c.d || '01', 2) || c.tail, "
+      "'%Y-%m-%d %H:%M:%S.%f%z') END"
+)
+# over the one value (a lambda), so that the range test does not spell the value out twice
+_ISO_VALUE = (f"list_transform([{_ISO_VALUE}], lambda v: CASE WHEN v BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00' "
+              "AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' THEN v END)[1]")
+
+
+def _reason_sql(template: str) -> str:
+    """A reason template as SQL: its literal pieces joined with the fields' text as given."""
     pieces = re.split(r"\{(\w+)\}", template)
-    sql = [_literal(piece) if i % 2 == 0 else f"({raw[piece]})" for i, piece in enumerate(pieces) if piece or i % 2]
-    return " || ".join(sql)
-
-
-def _instant_us(ints: dict[str, str], helpers: dict[str, str]) -> str:
-    """SQL: microseconds since 1970 of an ISO match whose checks passed (HUGEINT arithmetic)."""
-    y = ints["year"]
-    epoch_day = "DATE '1970-01-01'"
-    jan4 = f"make_date({y}, 1, 4)"
-    days = (f"CASE WHEN {ints['week']} IS NOT NULL THEN date_diff('day', {epoch_day}, {jan4}) - (isodow({jan4}) - 1) "
-            f"+ ({ints['week']} - 1) * 7 + (coalesce({ints['weekday']}, 1) - 1) "
-            f"WHEN {ints['yday']} IS NOT NULL THEN date_diff('day', {epoch_day}, make_date({y}, 1, 1)) "
-            f"+ {ints['yday']} - 1 "
-            f"ELSE date_diff('day', {epoch_day}, make_date({y}, coalesce({ints['month']}, 1), "
-            f"coalesce({ints['day']}, 1))) END")
-    fraction = "CAST(left(g.fraction || g.bfraction || '000000', 6) AS HUGEINT)"
-    seconds = (f"coalesce({ints['hour']}, 0) * 3600 + coalesce({ints['minute']}, 0) * 60 "
-               f"+ coalesce({ints['second']}, 0) - {helpers['offset_min']} * 60")
-    return f"CAST({days} AS HUGEINT) * 86400000000 + CAST({seconds} AS HUGEINT) * 1000000 + {fraction}"
+    return " || ".join(_literal(piece) if i % 2 == 0 else f"c.{piece}" for i, piece in enumerate(pieces)
+                       if piece or i % 2)
 
 
 __all__ = ["CHECKS", "EPOCH_FACTORS", "ISO_PATTERN", "NUMBER_PATTERN", "parse_text", "reason_sql", "time_sql"]
