@@ -11,7 +11,7 @@ Accepted text (leading and trailing blanks ignored):
 
 * ISO 8601 dates, extended or basic: ``2024-06-01`` / ``20240601``, week dates ``2024-W23-1`` /
   ``2024W231``, ordinal dates ``2024-153`` / ``2024153``; the partial dates ``2024``,
-  ``2024-06`` and ``2024-W23`` mean their earliest instant (``2024-06`` is June, never 2024 + 6).
+  ``2024-06`` and ``2024-W23`` mean their earliest instant.
 * A time of day after ``T`` (or a space) on a full date: ``hh``, ``hh:mm``, ``hh:mm:ss`` or
   basic ``hhmm``, ``hhmmss``, with a decimal fraction of seconds (``.`` or ``,``; digits past
   the microsecond are cut, never rounded up into the next microsecond).
@@ -43,7 +43,7 @@ MIN_US = -62_135_596_800_000_000
 MAX_US = 253_402_300_799_999_999
 
 _BLANK = "[ \t\r\n]*"
-_OFFSET = "(?P<offset>(?P<zulu>[Zz])|(?P<sign>[+-])(?P<ohour>[0-9]{2})(?::?(?P<ominute>[0-9]{2}))?)"
+_OFFSET = "(?P<offset>[Zz]|(?P<sign>[+-])(?P<ohour>[0-9]{2})(?::?(?P<ominute>[0-9]{2}))?)"
 #: Every ISO 8601 form of the grammar. All groups are named (RE2 numbers them as Python does);
 #: ``b``-prefixed groups are the basic-format spelling of the same field.
 ISO_PATTERN = (
