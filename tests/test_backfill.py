@@ -577,7 +577,7 @@ def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock,
     mem.correct(a.fact_id, reason="never was")
     mem.backfill([row("db", "pg", artifacts=["x", "y"], embedding=[0.1, 0.25], ticket="T-1", confidence=0.7)])
     out = tmp_path / f"export.{fmt}"
-    assert export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
+    assert tm.export.export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
     copy = tm.open(tmp_path / "copy", create=True)
     report = copy.backfill(out)
     assert report.rejected.height == 0 and report.loaded == 5
