@@ -25,10 +25,11 @@ import pyarrow as pa
 
 from .connection import new_connection
 from .errors import TempomemError
+from .progress import ProgressLike
 from .timegrammar import time_sql
 
 if TYPE_CHECKING:
-    from .backfill import BackfillReport, Progress
+    from .backfill import BackfillReport
     from .store import Memory
 
 
@@ -170,7 +171,7 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
 
 
 def graphiti(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-             resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+             resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import Graphiti / Zep entity edges exported as JSON (SPEC §11).
 
     ``uuid``→``fact_id``, ``group_id``→``scope``, source name (else uuid)→``subject``,
@@ -264,7 +265,7 @@ HAVING count(*) > 0
 
 
 def mem0(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-         resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+         resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import mem0's ``history`` table from its SQLite file (SPEC §11).
 
     One lineage per ``memory_id`` (subject = memory_id, predicate ``memory``, object = the
@@ -295,7 +296,7 @@ def _read_mem0(path: str | os.PathLike[str]) -> Source:
 # -- four-timestamp SQLite ------------------------------------------------------------------------
 
 _SQLITE4TS_OPTIONAL = ("scope", "text", "valid_from", "valid_to", "retracted_at", "source", "confidence",
-                       "valid_from_inferred", "supersedes")
+                           "valid_from_inferred", "supersedes")
 
 _SQLITE4TS_SQL = """
 SELECT f.__row, CAST(f.id AS VARCHAR) AS fact_id, f.scope, f.subject, f.predicate, f.object, f.text,
@@ -313,7 +314,7 @@ ORDER BY f.__row
 
 
 def sqlite4ts(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-              resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+              resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import a four-timestamp SQLite store: table ``facts`` with epoch-second times (SPEC §11).
 
     ``asserted_at``→``recorded_at``; ``supersedes`` on a newer fact becomes the older fact's
@@ -336,7 +337,7 @@ def _read_sqlite4ts(path: str | os.PathLike[str]) -> Source:
 
 def generic(mem: Memory, path: str | os.PathLike[str], mapping: dict[str, str], *, format: str | None = None,
             lenient: bool = False, strict: bool = False, resolve: bool = False,
-            progress: Progress | None = None) -> BackfillReport:
+            progress: ProgressLike = None) -> BackfillReport:
     """Import a CSV/Parquet/JSON Lines file (or folder/glob) whose columns ``mapping`` renames.
 
     >>> tm.importers.generic(mem, "log.csv", {"entity": "subject", "ts": "recorded_at"})  # doctest: +SKIP
