@@ -6,8 +6,8 @@ by matplotlib's Agg canvas, so nothing needs a display or a browser. The pixel s
 written raster image is ``figsize × dpi`` exactly (no tight bounding box), so pictures made
 for a README or a report keep their size.
 
-matplotlib is the optional ``plot`` extra (``pip install 'tempomem[plot]'``); ``import
-tempomem`` does not load it, ``tm.plot`` does on first use.
+matplotlib is a dependency of tempomem; ``import tempomem`` does not load it, ``tm.plot``
+does on first use.
 
 >>> import tempomem as tm
 >>> mem = tm.open("checkout.tm")                                           # doctest: +SKIP
@@ -32,7 +32,7 @@ try:
     import matplotlib
     from matplotlib.figure import Figure
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("tempomem.plot needs matplotlib: pip install 'tempomem[plot]'") from exc
+    raise ImportError("tempomem.plot needs matplotlib, a dependency of tempomem: pip install tempomem") from exc
 
 import matplotlib.dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
