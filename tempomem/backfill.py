@@ -71,6 +71,8 @@ FILE_FORMATS = ("parquet", "csv", "jsonl")
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
                ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 _BELIEF_STATUSES = ("live", "ended", "superseded", "retracted")
+#: A strptime format no time text matches: it keeps DuckDB's JSON reader from guessing one.
+_NO_FORMAT = "tempomem: text stays text"
 
 #: A share of the loaded rows (and a minimum count) above which one instant shared by many
 #: rows looks like an export that stamped its own run time (SPEC §9).
@@ -287,7 +289,10 @@ def _bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -
             if fmt == "csv":
                 rel = con.read_csv(files, all_varchar=True, header=True)
             else:
-                rel = con.read_json(files, format="newline_delimited")
+                # JSON strings stay text, read by the one time grammar (timegrammar), not by
+                # DuckDB's guess of a date or timestamp format (which takes +15:00 offsets).
+                rel = con.read_json(files, format="newline_delimited", date_format=_NO_FORMAT,
+                                    timestamp_format=_NO_FORMAT)
         except duckdb.Error as exc:
             raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
         rel.create_view("_bf_file", replace=True)

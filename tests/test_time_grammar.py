@@ -263,6 +263,20 @@ def test_backfill(mem, tmp_path, shape):
     _check_backfill(mem.backfill(data), mem, cases)
 
 
+@pytest.mark.parametrize("text", ["2024-06-01T12:00:00+15:00", "2024-06-01 12:00:00.1234567", "2024-06-01"])
+def test_json_lines_times_are_read_by_the_grammar_not_guessed(mem, tmp_path, text):
+    # a column of one form only: DuckDB's JSON reader would guess its type and read it itself
+    data = tmp_path / "one_form.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in _rows([text] * 3)))
+    report = mem.backfill(data)
+    want = parse_text(text)
+    if isinstance(want, str):
+        assert report.loaded == 0 and set(report.rejected["reason"]) == {
+            f"cannot read {text} as a time: {want} (lenient=True reads it as missing)"}
+    else:
+        assert mem.sql("SELECT DISTINCT valid_from FROM facts").fetchall() == [(want,)]
+
+
 def test_backfill_refuses_a_blank_belief_time(mem):
     report = mem.backfill([{**_rows(["2024"])[0], "recorded_at": blank} for blank in BLANK])
     assert report.rejected["reason"].to_list() == ["required: a belief time is never invented"] * len(BLANK)
