@@ -8,7 +8,7 @@ do we know it was wrong" are one query each.
 >>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
 """
 
-from . import graph, importers, probes, reports
+from . import export, graph, importers, probes, reports
 from .backfill import BackfillReport
 from .diff import MemoryDiff
 from .errors import BackfillError, ClockError, ConflictError, FactNotFoundError, TempomemError, TimeParseError
@@ -28,6 +28,7 @@ __all__ = [
     "MemoryDiff",
     "TempomemError",
     "TimeParseError",
+    "export",
     "graph",
     "importers",
     "open",

@@ -46,6 +46,7 @@ from .connection import bind_files, new_connection, without_progress_bar
 from .errors import BackfillError, TempomemError
 from .schema import EVENT_SCHEMA, LINK_TYPES, PREVIOUS, SORT_KEYS
 from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
+from .timegrammar import EPOCH_FACTORS, reason_sql, time_sql
 from .times import system_clock
 
 if TYPE_CHECKING:
@@ -69,8 +70,9 @@ _STORE_MANAGED = ("origin", "ingested_at", "revision", "believed_until", "__row"
 FILE_FORMATS = ("parquet", "csv", "jsonl")
 _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
                ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
-_EPOCH_FACTORS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _BELIEF_STATUSES = ("live", "ended", "superseded", "retracted")
+#: A strptime format no time text matches: it keeps DuckDB's JSON reader from guessing one.
+_NO_FORMAT = "tempomem: text stays text"
 
 #: A share of the loaded rows (and a minimum count) above which one instant shared by many
 #: rows looks like an export that stamped its own run time (SPEC §9).
@@ -149,7 +151,7 @@ class BackfillReport:
 # -- entry point --------------------------------------------------------------------------------
 
 def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
-             lenient: bool = False, strict: bool = False, resolve: bool = False, epoch_unit: str = "s",
+             lenient: bool = False, strict: bool = False, resolve: bool = False, epoch_unit: str | None = None,
              progress: Progress | None = None) -> BackfillReport:
     """Load ``data`` through ``engine`` keeping its belief times; see :meth:`Memory.backfill`.
 
@@ -157,8 +159,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
     the source first (:data:`tempomem.importers.FORMATS`), which gives the rows, the stored
     ``origin`` (``import:<format>``) and flags of its own.
     """
-    if epoch_unit not in _EPOCH_FACTORS:
-        raise TempomemError(f"epoch_unit: must be one of {', '.join(_EPOCH_FACTORS)}, got {epoch_unit!r}")
+    if epoch_unit is not None and epoch_unit not in EPOCH_FACTORS:
+        raise TempomemError(f"epoch_unit: must be one of {', '.join(EPOCH_FACTORS)} or None, got {epoch_unit!r}")
     origin, extra_flags = "backfill", None
     if format is not None and format not in FILE_FORMATS:
         from . import importers
@@ -287,7 +289,10 @@ def _bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -
             if fmt == "csv":
                 rel = con.read_csv(files, all_varchar=True, header=True)
             else:
-                rel = con.read_json(files, format="newline_delimited")
+                # JSON strings stay text, read by the one time grammar (timegrammar), not by
+                # DuckDB's guess of a date or timestamp format (which takes +15:00 offsets).
+                rel = con.read_json(files, format="newline_delimited", date_format=_NO_FORMAT,
+                                    timestamp_format=_NO_FORMAT)
         except duckdb.Error as exc:
             raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
         rel.create_view("_bf_file", replace=True)
@@ -369,49 +374,6 @@ def _rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str
 
 # -- parsing and checking every row (one statement) ----------------------------------------------
 
-_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
-            "UBIGINT", "FLOAT", "DOUBLE")
-
-
-def time_sql(col: str, duck_type: str, epoch_unit: str = "s") -> str:
-    """SQL turning column ``col`` (a quoted identifier) of ``duck_type`` into TIMESTAMPTZ (SPEC §2).
-
-    Strings: ``"2024"`` and ``"2024-06"`` are the earliest instant of the year or month, a run
-    of 7 or more digits is an epoch number in ``epoch_unit``, anything else is cast (offsets
-    honoured, no offset = UTC). Numbers are epochs; naive timestamps and dates are UTC. A value
-    that cannot be read gives NULL, and so does a time outside years 1–9999, which no Python
-    or Polars reader of the store could hold. The factor is a literal from a fixed table,
-    never input.
-    """
-    parsed = _parsed_time_sql(col, duck_type, epoch_unit)
-    return (f"CASE WHEN {parsed} BETWEEN TIMESTAMPTZ '0001-01-01 00:00:00+00' "
-            f"AND TIMESTAMPTZ '9999-12-31 23:59:59.999999+00' THEN {parsed} END")
-
-
-def _parsed_time_sql(col: str, duck_type: str, epoch_unit: str) -> str:
-    factor = _EPOCH_FACTORS[epoch_unit]
-    t = duck_type.upper()
-    if t.startswith("TIMESTAMP") or t == "DATE":
-        return f"CAST({col} AS TIMESTAMPTZ)"
-    if t in _NUMERIC or t.startswith("DECIMAL"):
-        return f"CAST(try(make_timestamp(CAST(round(CAST({col} AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ)"
-    if t == "VARCHAR":
-        # The common case (a full ISO string) is one cast of the text as it is. Only the values
-        # it refuses are trimmed (trim() copies the text) and matched against the partial-date
-        # and epoch patterns. That fallback is a lambda over the one trimmed value: written
-        # out, its repeated trim() would be hoisted by DuckDB's common-subexpression pass and
-        # computed for every row (+150% CPU for the column).
-        fallback = (
-            "coalesce(TRY_CAST(s AS TIMESTAMPTZ), "
-            "CASE WHEN regexp_full_match(s, '[0-9]{4}') THEN TRY_CAST(s || '-01-01' AS TIMESTAMPTZ) "
-            "WHEN regexp_full_match(s, '[0-9]{4}-[0-9]{2}') THEN TRY_CAST(s || '-01' AS TIMESTAMPTZ) "
-            "WHEN regexp_full_match(s, '-?[0-9]{7,}([.][0-9]*)?') THEN CAST(try(make_timestamp("
-            f"CAST(round(CAST(s AS DOUBLE) * {factor}) AS BIGINT))) AS TIMESTAMPTZ) END)"
-        )
-        return f"coalesce(TRY_CAST({col} AS TIMESTAMPTZ), list_transform([trim({col})], lambda s: {fallback})[1])"
-    return "CAST(NULL AS TIMESTAMPTZ)"
-
-
 def _blank_sql(col: str) -> str:
     """SQL: text ``col`` is empty or only spaces (what trim() removes); trim() copies the
     text, so it only runs on the rare values that start with a space."""
@@ -438,7 +400,7 @@ class _Loader:
     """The SQL stages of one backfill on its private connection."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, columns: dict[str, str], *, lenient: bool,
-                 epoch_unit: str, now: datetime) -> None:
+                 epoch_unit: str | None, now: datetime) -> None:
         self.con = con
         self.columns = columns
         self.lenient = lenient
@@ -541,7 +503,8 @@ class _Loader:
             rules.append((f"{name} IS NULL", name, f"CAST({name} AS VARCHAR)", "'required, got nothing'"))
 
         def unreadable(name: str) -> str:
-            return f"'cannot read ' || {raw(name)} || ' as a time'"
+            why = reason_sql(f"_src_{name}", self.columns.get(name, ""), self.epoch_unit)
+            return f"'cannot read ' || {raw(name)} || ' as a time: ' || coalesce({why}, 'not a time')"
 
         rules += [
             (f"NOT {has('recorded_at')}", "recorded_at", "NULL", "'required: a belief time is never invented'"),

@@ -6,10 +6,10 @@ one line on stderr and exits with status 1; usage errors exit with status 2.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
@@ -20,6 +20,7 @@ import click
 import polars as pl
 
 from .errors import TempomemError
+from .progress import quiet, reporter
 from .store import Memory
 from .store import open as open_store
 from .times import iso
@@ -61,8 +62,15 @@ def main() -> None:
 
 
 def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--json`` to a command."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+    """Add ``--json`` to a command; with it, no progress bar is drawn (tempomem.progress.quiet)."""
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("as_json"):
+            return fn(*args, **kwargs)
+        with quiet():
+            return fn(*args, **kwargs)
+
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(command)
 
 
 def open_from(ctx: click.Context, *, create: bool = False) -> Memory:
@@ -411,48 +419,19 @@ def plot(ctx: click.Context, subject: str | None, predicate: str | None, out: st
 
 # -- backfill and export -------------------------------------------------------------------------
 
-_PROGRESS_MIN_ROWS = 100_000  # smaller loads finish before a bar would help
-
-
-class _Progress:
-    """A one-line rows/s progress display on stderr for large loads."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-        self.total = 0
-        self.shown = False
-
-    def __call__(self, stage: str, done: int) -> None:
-        if stage == "checked":
-            self.total = done
-            return
-        if stage != "write" or self.total < _PROGRESS_MIN_ROWS:
-            return
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        width = 30
-        filled = min(width, int(width * done / max(self.total, 1)))
-        click.echo(f"\r[{'#' * filled}{'.' * (width - filled)}] {done:,} rows written, "
-                   f"{done / elapsed:,.0f} rows/s", nl=False, err=True)
-        self.shown = True
-
-    def finish(self) -> None:
-        if self.shown:
-            click.echo("", err=True)
-
-
 @cli.command()
 @click.argument("file", type=click.Path())
 @click.option("--map", "maps", multiple=True, metavar="SRC=DST", help="Rename a source column (repeatable).")
 @click.option("--format", "fmt", default=None,
               help="parquet, csv, jsonl, or an importer: graphiti, mem0, sqlite4ts (default: by extension).")
-@click.option("--epoch-unit", type=click.Choice(["s", "ms", "us"]), default="s", show_default=True,
-              help="Unit of numeric times.")
+@click.option("--epoch-unit", type=click.Choice(["s", "ms", "us"]), default=None,
+              help="Read bare numbers as epochs in this unit (without it a number is a rejected row).")
 @click.option("--lenient", is_flag=True, help="Unreadable valid times count as missing; future beliefs load.")
 @click.option("--strict", is_flag=True, help="All or nothing: load nothing if any row is rejected.")
 @click.option("--resolve", is_flag=True, help="Replay the rows through the write path in recorded_at order.")
 @json_option
 @click.pass_context
-def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | None, epoch_unit: str,
+def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | None, epoch_unit: str | None,
              lenient: bool, strict: bool, resolve: bool, as_json: bool) -> None:
     """Load existing history (a file, folder or glob) keeping its original times.
 
@@ -467,18 +446,15 @@ def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | No
             raise TempomemError(f"--map: expected SRC=DST, got {item!r}")
         mapping[src] = dst
     mem = open_from(ctx)
-    progress = None if as_json else _Progress()
     try:
-        report = mem.backfill(file, mapping=mapping, format=fmt, lenient=lenient, strict=strict,
-                              resolve=resolve, epoch_unit=epoch_unit, progress=progress)
+        # bars on stderr for a load of a million rows or more, when stderr is a terminal
+        with reporter(False if as_json else None) as progress:
+            report = mem.backfill(file, mapping=mapping, format=fmt, lenient=lenient, strict=strict,
+                                  resolve=resolve, epoch_unit=epoch_unit, progress=progress)
     except BackfillError as exc:
-        if progress:
-            progress.finish()
         if as_json:
             click.echo(json.dumps(exc.report.to_dict(), default=str))
         raise
-    if progress:
-        progress.finish()
     if as_json:
         click.echo(json.dumps(report.to_dict(), default=str))
         return

@@ -1,7 +1,7 @@
 """Importers: other memory systems' exports as thin mappings onto :func:`tempomem.backfill` (SPEC §11).
 
 Each importer reads its source into Arrow, maps it to backfill's input columns with one DuckDB
-statement (times parsed by :func:`tempomem.backfill.time_sql`), and hands the rows to backfill
+statement (times parsed by :func:`tempomem.timegrammar.time_sql`), and hands the rows to backfill
 with ``origin = 'import:<format>'``. A source row that becomes two revisions gives two input
 rows with the same ``fact_id`` and ``__row`` (the source row's 0-based position), so the report
 names source rows.
@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from .backfill import time_sql
 from .connection import new_connection
 from .errors import TempomemError
+from .progress import ProgressLike
+from .timegrammar import time_sql
 
 if TYPE_CHECKING:
-    from .backfill import BackfillReport, Progress
+    from .backfill import BackfillReport
     from .store import Memory
 
 
@@ -40,7 +41,8 @@ class Source:
     rows: pa.Table
     origin: str
     flags: pl.DataFrame | None = None
-    epoch_unit: str = "s"
+    #: The unit of the source's bare numbers, when its format says (SPEC §2: never guessed).
+    epoch_unit: str | None = None
 
 
 def _with_columns(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
@@ -169,7 +171,7 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
 
 
 def graphiti(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-             resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+             resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import Graphiti / Zep entity edges exported as JSON (SPEC §11).
 
     ``uuid``→``fact_id``, ``group_id``→``scope``, source name (else uuid)→``subject``,
@@ -263,7 +265,7 @@ HAVING count(*) > 0
 
 
 def mem0(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-         resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+         resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import mem0's ``history`` table from its SQLite file (SPEC §11).
 
     One lineage per ``memory_id`` (subject = memory_id, predicate ``memory``, object = the
@@ -294,7 +296,7 @@ def _read_mem0(path: str | os.PathLike[str]) -> Source:
 # -- four-timestamp SQLite ------------------------------------------------------------------------
 
 _SQLITE4TS_OPTIONAL = ("scope", "text", "valid_from", "valid_to", "retracted_at", "source", "confidence",
-                       "valid_from_inferred", "supersedes")
+                           "valid_from_inferred", "supersedes")
 
 _SQLITE4TS_SQL = """
 SELECT f.__row, CAST(f.id AS VARCHAR) AS fact_id, f.scope, f.subject, f.predicate, f.object, f.text,
@@ -312,7 +314,7 @@ ORDER BY f.__row
 
 
 def sqlite4ts(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, strict: bool = False,
-              resolve: bool = False, progress: Progress | None = None) -> BackfillReport:
+              resolve: bool = False, progress: ProgressLike = None) -> BackfillReport:
     """Import a four-timestamp SQLite store: table ``facts`` with epoch-second times (SPEC §11).
 
     ``asserted_at``→``recorded_at``; ``supersedes`` on a newer fact becomes the older fact's
@@ -335,7 +337,7 @@ def _read_sqlite4ts(path: str | os.PathLike[str]) -> Source:
 
 def generic(mem: Memory, path: str | os.PathLike[str], mapping: dict[str, str], *, format: str | None = None,
             lenient: bool = False, strict: bool = False, resolve: bool = False,
-            progress: Progress | None = None) -> BackfillReport:
+            progress: ProgressLike = None) -> BackfillReport:
     """Import a CSV/Parquet/JSON Lines file (or folder/glob) whose columns ``mapping`` renames.
 
     >>> tm.importers.generic(mem, "log.csv", {"entity": "subject", "ts": "recorded_at"})  # doctest: +SKIP

@@ -1,8 +1,10 @@
 """Caller frames for the analytics helpers (probes, decisions): checked, times read, in DuckDB.
 
 A frame may be Polars, pandas, Arrow, a DuckDB relation or a list of dicts. Its time columns
-may hold datetimes (naive = UTC), dates or ISO-8601 / partial-date strings (SPEC §2); they are
-read in one DuckDB statement, and the first row that cannot be read is reported by position.
+may hold datetimes (naive = UTC), dates or text in the time grammar of SPEC §2
+(:mod:`tempomem.timegrammar`, the one the API reads); numbers are refused, as on the API. They
+are read in one DuckDB statement, and the first row that cannot be read is reported by position
+with the reason.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .backfill import _as_arrow, time_sql
+from .backfill import _as_arrow
 from .errors import TempomemError, TimeParseError
+from .timegrammar import reason_sql, time_sql
 
 ROW = "_tm_row"
 
@@ -64,13 +67,15 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
         select.append(f"{source} AS {_quote(column)}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {', '.join(select)} FROM {name}_input")
     for column in times:
+        why = reason_sql(f"i.{_quote(column)}", types[column])
         bad = con.sql(
-            f"SELECT t.{ROW}, CAST(i.{_quote(column)} AS VARCHAR) FROM {name} t JOIN {name}_input i USING ({ROW}) "
-            f"WHERE t.{_quote(column)} IS NULL ORDER BY t.{ROW} LIMIT 1"
+            f"SELECT t.{ROW}, CAST(i.{_quote(column)} AS VARCHAR), {why} FROM {name} t "
+            f"JOIN {name}_input i USING ({ROW}) WHERE t.{_quote(column)} IS NULL ORDER BY t.{ROW} LIMIT 1"
         ).fetchall()
         if bad:
-            row, value = bad[0]
-            raise TimeParseError(f"{field}: row {row}, {column}: cannot read {value!r} as a time")
+            row, value, reason = bad[0]
+            raise TimeParseError(f"{field}: row {row}, {column}: cannot read {value!r} as a time: "
+                                 f"{reason or 'nothing given'}")
     return original
 
 

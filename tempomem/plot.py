@@ -6,8 +6,8 @@ by matplotlib's Agg canvas, so nothing needs a display or a browser. The pixel s
 written raster image is ``figsize × dpi`` exactly (no tight bounding box), so pictures made
 for a README or a report keep their size.
 
-matplotlib is the optional ``plot`` extra (``pip install 'tempomem[plot]'``); ``import
-tempomem`` does not load it, ``tm.plot`` does on first use.
+matplotlib is a dependency of tempomem; ``import tempomem`` does not load it, ``tm.plot``
+does on first use.
 
 >>> import tempomem as tm
 >>> mem = tm.open("checkout.tm")                                           # doctest: +SKIP
@@ -32,7 +32,7 @@ try:
     import matplotlib
     from matplotlib.figure import Figure
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("tempomem.plot needs matplotlib: pip install 'tempomem[plot]'") from exc
+    raise ImportError("tempomem.plot needs matplotlib, a dependency of tempomem: pip install tempomem") from exc
 
 import matplotlib.dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -287,28 +287,23 @@ def _lanes(rows: list[dict[str, Any]], x_lo: datetime, x_hi: datetime) -> list[t
 
 # -- (3) ingestion lag ----------------------------------------------------------------------
 
-_LAGS_SQL = """
-SELECT f.predicate,
-       epoch(f.recorded_at) - epoch(f.valid_from) AS lag_s
-FROM facts AS f
-WHERE f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
-  AND f.status <> 'erased'
-"""
-
-
 def ingestion_lag(mem: Memory, *, out: str | os.PathLike[str] | None = None,
                   figsize: tuple[float, float] = (8.0, 4.5), dpi: int = 100) -> Figure:
     """The distribution of ingestion lag per predicate, on a log scale.
 
-    Lag is ``recorded_at − valid_from`` over facts with a known, non-inferred start (the same
-    population as ``tm.reports.ingestion_lag``). Each predicate gets a box (quartiles, whiskers
+    Lag is ``recorded_at − valid_from`` over the believed facts (retracted and erased ones left
+    out) with a known, non-inferred start: the rows of ``tm.reports.fact_lags``, the population
+    ``tm.reports.ingestion_lag`` counts. Each predicate gets a box (quartiles, whiskers
     at p5/p95) over its individual lags drawn as dots, and a diamond at p90. A log axis cannot
     show a lag of zero or less (a fact recorded before it became true): those are counted in
     the lane label as ``≤0``.
 
     >>> tm.plot.ingestion_lag(mem, out="lag.png")  # doctest: +SKIP
     """
-    lags = mem.sql(_LAGS_SQL).pl()
+    from .reports import fact_lags
+
+    lags = (fact_lags(mem, by=("predicate",)).drop_nulls("lag")
+            .select("predicate", lag_s=pl.col("lag").dt.total_microseconds() / 1e6))
     if lags.is_empty():
         raise TempomemError("ingestion_lag: no fact has a known start to measure a lag from")
     per = (lags.group_by("predicate")

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from .embed import Embedder, default_embedder
 from .errors import TempomemError
+from .progress import batches
 from .queries import frame
 from .storage import Storage
 from .times import TimeLike, to_utc
@@ -95,6 +96,10 @@ def _embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return vectors
 
 
+#: Texts per embedder call in :func:`embed`: big enough to keep a model's batches full.
+_EMBED_BATCH = 65_536
+
+
 def embed(engine: Engine, embedder: Embedder) -> int:
     """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
     with engine.exclusive():
@@ -108,8 +113,12 @@ def embed(engine: Engine, embedder: Embedder) -> int:
         _matching_embedder(engine.storage, embedder, record=True)
         # One model call per distinct text: revisions of a fact usually share their text.
         texts = pl.from_arrow(missing.select(["text"]))
-        distinct = texts.unique(maintain_order=True)
-        vectors = _embed_texts(embedder, distinct["text"].to_list())
+        distinct = texts.unique(maintain_order=True)["text"].to_list()
+        # In slices, so that a bar (tempomem.progress) can follow a million texts or more; each
+        # text is embedded on its own, so the slices change no vector.
+        vectors = np.concatenate([_embed_texts(embedder, distinct[start:stop])
+                                  for start, stop in batches(len(distinct), _EMBED_BATCH)])
+        distinct = pl.DataFrame({"text": pl.Series(distinct, dtype=pl.String)})
         position = texts.join(distinct.with_row_index("i"), on="text", how="left", maintain_order="left")["i"]
         table = _vectors_table(missing["fact_id"], missing["revision"], vectors[position.to_numpy()])
         engine.set_embeddings(table)

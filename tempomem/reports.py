@@ -48,19 +48,24 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 
 # -- ingestion lag -----------------------------------------------------------------------------
 
-# One row per fact of `facts` (each fact's latest revision, with the time it was first
-# recorded) that is not retracted or erased: the `_tm_belief_rows` rows that are still believed
-# (macros.sql), a filtered scan of a folded store. quantile_disc is the nearest-rank percentile,
-# the ceil(q·n)-th smallest value (checked against a direct implementation for n = 1..1000 in
-# the tests); one call with the three fractions sorts each group once.
+# The population of ingestion lag, the one both this report and tm.plot.ingestion_lag count:
+# one row per fact of `facts` (each fact's latest revision, with the time it was first
+# recorded) that is not retracted or erased, i.e. the `_tm_belief_rows` rows that are still
+# believed (macros.sql), a filtered scan of a folded store. `lag_us` is NULL for a fact whose
+# start is unknown or inferred (counted as `inferred`, never as a lag).
+_LAGS = """
+SELECT {groups},
+       epoch_us(f.first_recorded_at)
+           - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
+FROM _tm_belief_rows AS f
+WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
+"""
+
+# quantile_disc is the nearest-rank percentile, the ceil(q·n)-th smallest value (checked
+# against a direct implementation for n = 1..1000 in the tests); one call with the three
+# fractions sorts each group once.
 _LAG_REPORT = """
-WITH lags AS (
-    SELECT {groups},
-           epoch_us(f.first_recorded_at)
-               - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
-    FROM _tm_belief_rows AS f
-    WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
-),
+WITH lags AS (""" + _LAGS + """),
 report AS (
     SELECT {keys}
            count(l.lag_us) AS count,
@@ -80,6 +85,31 @@ FROM report AS r
 """
 
 
+def _groups(by: Sequence[str] | str) -> list[str]:
+    groups = [by] if isinstance(by, str) else list(by)
+    unknown = [g for g in groups if g not in LAG_GROUPS]
+    if unknown:
+        raise TempomemError(f"by: cannot group by {unknown[0]!r}; choose from {', '.join(LAG_GROUPS)}")
+    return groups
+
+
+def fact_lags(mem: Memory, by: Sequence[str] = ("predicate",)) -> pl.DataFrame:
+    """The facts :func:`ingestion_lag` measures, one row each: the ``by`` columns and ``lag``.
+
+    ``lag`` (a Polars duration) is ``recorded_at − valid_from``, null for a fact whose start is
+    unknown or inferred. Retracted and erased facts are not rows. ``tm.plot.ingestion_lag``
+    draws this frame, so the chart and the report count the same facts.
+
+    >>> tm.reports.fact_lags(mem).drop_nulls("lag")  # doctest: +SKIP
+    """
+    groups = _groups(by)
+    # the group names are checked against LAG_GROUPS: fixed identifiers, never user text
+    query = _LAGS.format(groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all")
+    with mem._lock:
+        out = frame(mem._connection(), query)
+    return out.select(*groups, lag=pl.col("lag_us").cast(pl.Duration("us")))
+
+
 def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: str | timedelta = "1d") -> pl.DataFrame:
     """How long after a fact started did the memory learn it: ``recorded_at − valid_from``.
 
@@ -90,10 +120,7 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
 
     >>> tm.reports.ingestion_lag(mem, by=("predicate", "source"), threshold="6h")  # doctest: +SKIP
     """
-    groups = [by] if isinstance(by, str) else list(by)
-    unknown = [g for g in groups if g not in LAG_GROUPS]
-    if unknown:
-        raise TempomemError(f"by: cannot group by {unknown[0]!r}; choose from {', '.join(LAG_GROUPS)}")
+    groups = _groups(by)
     limit_us = parse_duration(threshold) // timedelta(microseconds=1)
     # the group names are checked against LAG_GROUPS above: fixed identifiers, never user text
     query = _LAG_REPORT.format(

@@ -272,7 +272,7 @@ class Memory:
 
     def backfill(self, data: Any, *, mapping: dict[str, str] | None = None, format: str | None = None,
                  lenient: bool = False, strict: bool = False, resolve: bool = False,
-                 epoch_unit: str = "s", progress: Callable[[str, int], None] | None = None) -> Any:
+                 epoch_unit: str | None = None, progress: Any = None) -> Any:
         """Load existing history keeping its belief times; returns a :class:`tm.BackfillReport` (SPEC §9).
 
         ``data``: a Parquet/CSV/JSON Lines path (by extension or ``format=``), a folder or glob
@@ -282,15 +282,21 @@ class Memory:
         (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
         reads unparseable valid times as missing and loads beliefs from the future.
         ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
-        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads numeric times. ``progress``, when
-        given, is called as ``progress(stage, rows_done)`` while the load runs.
+        ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads bare numbers as epochs; without it a
+        number is a rejected row (nothing says seconds rather than milliseconds). Text times
+        follow the grammar of :mod:`tempomem.timegrammar`, as everywhere. ``progress``: by
+        default a bar (tqdm; a widget in Jupyter) for a load of a million rows or more where
+        someone watches; ``False`` for none, or a ``progress(stage, rows_done)`` callback
+        (:mod:`tempomem.progress`).
 
         >>> mem.backfill("old_memory.csv", mapping={"ts": "recorded_at"}).loaded  # doctest: +SKIP
         """
         from .backfill import backfill
+        from .progress import reporter
 
-        return backfill(self._engine, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
-                        resolve=resolve, epoch_unit=epoch_unit, progress=progress)
+        with reporter(progress) as notify:
+            return backfill(self._engine, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
+                            resolve=resolve, epoch_unit=epoch_unit, progress=notify)
 
 
     # -- recall (tempomem.recall) ---------------------------------------------------------

@@ -1,22 +1,20 @@
 """Time values: everything a caller may pass becomes an aware UTC ``datetime`` (SPEC §2).
 
-Accepted: ``datetime`` (naive means UTC), ``date``, ISO-8601 strings with or without an
-offset (none means UTC) and partial dates (``"2024"``, ``"2024-06"``: the earliest instant).
-Values are kept to the microsecond, the resolution of the store.
+Accepted: ``datetime`` (naive means UTC), ``date``, and text in the one grammar of
+:mod:`tempomem.timegrammar` (ISO 8601 with or without an offset, none meaning UTC; partial
+dates such as ``"2024"`` and ``"2024-06"`` mean their earliest instant), the grammar backfill
+and every frame reader use too. Values are kept to the microsecond, the resolution of the store.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, date, datetime, timedelta
 
 from .errors import TimeParseError
+from .timegrammar import parse_text
 
 UTC = UTC
 MICROSECOND = timedelta(microseconds=1)
-
-_YEAR = re.compile(r"^\d{4}$")
-_YEAR_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 TimeLike = datetime | date | str
 
@@ -24,7 +22,9 @@ TimeLike = datetime | date | str
 def to_utc(value: object, *, field: str = "time") -> datetime | None:
     """Return ``value`` as an aware UTC datetime; ``None`` stays ``None``.
 
-    Raises :class:`TimeParseError` naming ``field`` when the value is not a time.
+    Raises :class:`TimeParseError` naming ``field`` and the reason when the value is not a
+    time. A number is refused: without a unit nothing says it is seconds rather than
+    milliseconds (backfill reads epochs with its ``epoch_unit``).
 
     >>> to_utc("2024-06")
     datetime.datetime(2024, 6, 1, 0, 0, tzinfo=datetime.timezone.utc)
@@ -38,23 +38,14 @@ def to_utc(value: object, *, field: str = "time") -> datetime | None:
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=UTC)
     if isinstance(value, str):
-        return _parse_string(value, field)
+        parsed = parse_text(value)
+        if isinstance(parsed, str):
+            raise TimeParseError(f"{field}: cannot read {value!r} as a time: {parsed}")
+        return parsed
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        raise TimeParseError(f"{field}: cannot read {value!r} as a time: a number is not a time here "
+                             "(pass a datetime, a date or an ISO 8601 string)")
     raise TimeParseError(f"{field}: expected a datetime, date or ISO-8601 string, got {type(value).__name__} {value!r}")
-
-
-def _parse_string(text: str, field: str) -> datetime:
-    s = text.strip()
-    try:
-        if _YEAR.match(s):
-            return datetime(int(s), 1, 1, tzinfo=UTC)
-        ym = _YEAR_MONTH.match(s)
-        if ym:
-            return datetime(int(ym.group(1)), int(ym.group(2)), 1, tzinfo=UTC)
-        if s.endswith(("z", "Z")):
-            s = s[:-1] + "+00:00"
-        return to_utc(datetime.fromisoformat(s), field=field)  # type: ignore[return-value]
-    except ValueError as exc:
-        raise TimeParseError(f"{field}: cannot read {text!r} as a time ({exc})") from None
 
 
 def iso(value: datetime | None) -> str | None:

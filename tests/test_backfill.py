@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import tempomem as tm
 from tempomem import backfill as backfill_module
+from tempomem import timegrammar
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
 
@@ -43,7 +44,7 @@ def test_time_forms_normalise_to_utc_microseconds(mem: tm.Memory) -> None:
         row("year", valid_from="2024"),
         row("month", valid_from="2024-06"),
         row("day", valid_from=" 2024-06-05 "),
-        row("epoch", valid_from="1717236000"),
+        row("basic", valid_from="20240601"),  # ISO 8601 basic format, never an epoch
     ])
     assert report.loaded == 8 and report.rejected.height == 0
     got = dict(revs(mem).select("subject", "valid_from").iter_rows())
@@ -55,7 +56,7 @@ def test_time_forms_normalise_to_utc_microseconds(mem: tm.Memory) -> None:
         "year": ts("2024-01-01T00:00:00Z"),
         "month": ts("2024-06-01T00:00:00Z"),
         "day": ts("2024-06-05T00:00:00Z"),
-        "epoch": ts("2024-06-01T10:00:00Z"),
+        "basic": ts("2024-06-01T00:00:00Z"),
     }
 
 
@@ -78,9 +79,18 @@ def test_typed_columns_datetimes_dates_and_epochs(mem: tm.Memory) -> None:
     assert revs(mem, "c")["recorded_at"].to_list() == [ts("2025-01-01T20:00:00Z")]
 
 
-def test_epoch_seconds_by_default_and_bad_epoch_unit(mem: tm.Memory) -> None:
-    mem.backfill([row("a", recorded_at=1_735_689_600)])
-    assert revs(mem)["recorded_at"].to_list() == [ts("2025-01-01")]
+def test_epochs_need_their_unit_and_bad_epoch_unit(mem: tm.Memory) -> None:
+    report = mem.backfill([row("a", recorded_at=1_735_689_600), row("b", valid_from="1717236000")])
+    assert report.loaded == 0
+    assert report.rejected.rows() == [
+        (0, "recorded_at", "1735689600", "cannot read 1735689600 as a time: " + timegrammar.BARE_NUMBER),
+        (1, "valid_from", "1717236000", "cannot read 1717236000 as a time: " + timegrammar.BARE_NUMBER
+         + " (lenient=True reads it as missing)"),
+    ]
+    report = mem.backfill([row("a", recorded_at=1_735_689_600), row("b", valid_from="1717236000")], epoch_unit="s")
+    assert report.loaded == 2
+    assert revs(mem).select("recorded_at", "valid_from").rows() == [
+        (ts("2025-01-01"), None), (ts("2025-01-01"), ts("2024-06-01T10:00:00Z"))]
     with pytest.raises(tm.TempomemError, match="epoch_unit"):
         mem.backfill([row("b")], epoch_unit="days")
 
@@ -104,8 +114,9 @@ def test_mixed_bad_and_good_rows_are_reported_one_by_one(mem: tm.Memory, tmp_pat
     assert report.rejected.rows() == [
         (1, "recorded_at", None, "required: a belief time is never invented"),
         (2, "subject", None, "required, got nothing"),
-        (3, "recorded_at", "yesterday", "cannot read yesterday as a time"),
-        (4, "valid_from", "sometime", "cannot read sometime as a time (lenient=True reads it as missing)"),
+        (3, "recorded_at", "yesterday", f"cannot read yesterday as a time: {timegrammar.NOT_ISO}"),
+        (4, "valid_from", "sometime",
+         f"cannot read sometime as a time: {timegrammar.NOT_ISO} (lenient=True reads it as missing)"),
         (5, "confidence", "1.5", "must be a number between 0 and 1"),
     ]
     assert sorted(mem.as_of("2025-03-01").select("subject", "object").rows()) == [
@@ -566,7 +577,7 @@ def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock,
     mem.correct(a.fact_id, reason="never was")
     mem.backfill([row("db", "pg", artifacts=["x", "y"], embedding=[0.1, 0.25], ticket="T-1", confidence=0.7)])
     out = tmp_path / f"export.{fmt}"
-    assert export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
+    assert tm.export.export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
     copy = tm.open(tmp_path / "copy", create=True)
     report = copy.backfill(out)
     assert report.rejected.height == 0 and report.loaded == 5
@@ -745,18 +756,20 @@ def test_a_time_outside_years_1_to_9999_is_unreadable(mem: tm.Memory) -> None:
     # found by the hostile-input property test: DuckDB reads year 0, Python and Polars cannot
     report = mem.backfill([row("x", "v", recorded_at=-62_135_596_801),  # 0000-12-31T23:59:59Z
                            row("y", "v", recorded_at="2025-01-01", valid_from="10000-01-01"),
-                           row("z", "v", recorded_at="2025-01-01")])
+                           row("z", "v", recorded_at="2025-01-01")], epoch_unit="s")
     assert report.loaded == 1
     assert report.rejected.select("row", "field", "reason").rows() == [
-        (0, "recorded_at", "cannot read -62135596801 as a time"),
-        (1, "valid_from", "cannot read 10000-01-01 as a time (lenient=True reads it as missing)")]
+        (0, "recorded_at", f"cannot read -62135596801 as a time: {timegrammar.OUT_OF_RANGE}"),
+        (1, "valid_from",
+         f"cannot read 10000-01-01 as a time: {timegrammar.NOT_ISO} (lenient=True reads it as missing)")]
 
 
 def test_an_integer_beyond_64_bits_in_dicts_is_a_rejected_row(mem: tm.Memory) -> None:
     report = mem.backfill([row("a", retracted_at=2**63), row("b")])
     assert report.loaded == 1
     assert report.rejected.rows() == [
-        (0, "retracted_at", "9223372036854775808", "cannot read 9223372036854775808 as a time")]
+        (0, "retracted_at", "9223372036854775808",
+         f"cannot read 9223372036854775808 as a time: {timegrammar.BARE_NUMBER}")]
 
 
 def test_repeated_hashes_are_found_by_sorting_across_chunks() -> None:

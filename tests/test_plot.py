@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import matplotlib.dates as mdates
@@ -141,6 +142,23 @@ def test_ingestion_lag_log_scale_and_medians(mem, clock, tmp_path):
     medians = sorted(ln.get_xdata()[0] for ln in ax.lines if ln.get_color() != "black" and len(ln.get_xdata()) == 2
                      and ln.get_xdata()[0] == ln.get_xdata()[1] and ln.get_linewidth() == 2)
     assert medians == pytest.approx([7200, 2 * 86400])
+
+
+def test_ingestion_lag_counts_the_report_population(mem, clock):
+    # deploy: lags 1 h and 5 h; a third deploy (lag 9 h) is retracted, so neither counts it
+    clock.set("2026-02-01T00:00:00Z")
+    mem.declare("deploy", "multi")
+    facts = mem.assert_many([{"subject": "svc", "predicate": "deploy", "object": o, "valid_from": f}
+                             for o, f in [("v1", "2026-01-31T23:00Z"), ("v2", "2026-01-31T19:00Z"),
+                                          ("v3", "2026-01-31T15:00Z")]])
+    clock.set("2026-02-02T00:00:00Z")
+    mem.correct(facts[2].fact_id, reason="never deployed")
+    report = tm.reports.ingestion_lag(mem)
+    assert report.select("predicate", "count", "max").rows() == [("deploy", 2, timedelta(hours=5))]
+    ax = tm.plot.ingestion_lag(mem).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["deploy\n(n=2)"]
+    dots = sorted(x for c in ax.collections for x, _ in c.get_offsets() if len(c.get_offsets()) > 1)
+    assert dots == [3600, 5 * 3600]
 
 
 def test_ingestion_lag_without_known_starts_is_an_error(mem, clock):

@@ -49,6 +49,17 @@ def test_ingestion_lag_per_predicate(history):
                             "p99": 12 * HOUR, "max": 12 * HOUR, "share_over_threshold": 0.0, "inferred": 1}
 
 
+def test_fact_lags_are_the_population_of_the_report(history):
+    mem, _, _ = history
+    lags = tm.reports.fact_lags(mem).sort("lag", nulls_last=True)
+    # the retracted email (lag 6 h) is no row; the plan with no start has a null lag
+    assert lags.rows() == [("plan", 12 * HOUR), ("iban", DAY), ("iban", 9 * DAY), ("plan", None)]
+    assert lags.schema["lag"] == pl.Duration("us")
+    assert tm.reports.fact_lags(mem, by=("source", "subject")).columns == ["source", "subject", "lag"]
+    with pytest.raises(tm.TempomemError, match="by"):
+        tm.reports.fact_lags(mem, by=["object"])
+
+
 def test_ingestion_lag_overall_and_by_source(history):
     mem, _, _ = history
     overall = tm.reports.ingestion_lag(mem, by=(), threshold="23h").row(0, named=True)
