@@ -8,12 +8,13 @@ fixed SQL fragments with bound parameters, never caller text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
+
+from .states import from_rows
 
 #: Optional key filters: the SQL fragment used when the caller gives the value.
 _KEY_FILTERS = {
@@ -90,73 +91,10 @@ def latest_states(con: duckdb.DuckDBPyConnection, *, subjects: list[str] | None 
     else:
         where = "subject IN (SELECT unnest($subjects)) AND predicate IN (SELECT unnest($predicates))"
         params = {"subjects": subjects or [], "predicates": predicates}
-    return _states(con.sql(
+    return from_rows(con.sql(
         f"SELECT * EXCLUDE (believed_until) FROM _tm_revisions WHERE {where} AND believed_until IS NULL",
         params=params,
     ).to_arrow_table())
-
-
-# The stored facts an assertion batch can act on (SPEC §5): the believed facts of its keys whose
-# valid interval overlaps the hull of the batch's intervals on that key. The others cannot
-# take part: a different object that does not overlap changes nothing, and stored intervals
-# only ever shrink within a commit. Every believed fact of a key is needed when a row of it has
-# no start (the unknown-start rule asks whether any is believed) or when a stored fact has the
-# object of a row (a duplicate merge applies the conflict rows to the merged fact's interval).
-_WRITE_STATES_SQL = """
-WITH k AS (
-    SELECT b.scope, b.subject, b.predicate, bool_or(b.valid_from IS NULL) AS everything,
-           min(b.valid_from) AS lo,
-           CASE WHEN bool_or(b.valid_to IS NULL) THEN NULL ELSE max(b.valid_to) END AS hi,
-           list(DISTINCT b.object) AS objects
-    FROM _tm_batch AS b
-    GROUP BY b.scope, b.subject, b.predicate
-),
-candidates AS (
-    SELECT r.* EXCLUDE (believed_until), k.lo, k.hi,
-           k.everything OR bool_or(list_contains(k.objects, r.object))
-               OVER (PARTITION BY r.scope, r.subject, r.predicate) AS whole_key
-    FROM _tm_revisions AS r
-    JOIN k ON r.scope = k.scope AND r.subject = k.subject AND r.predicate = k.predicate
-    WHERE r.believed_until IS NULL AND r.status NOT IN ('retracted', 'erased')
-)
-SELECT c.* EXCLUDE (lo, hi, whole_key) FROM candidates AS c
-WHERE c.whole_key OR tm_overlaps(c.valid_from, c.valid_to, c.lo, c.hi)
-"""
-_BATCH_SCHEMA = pa.schema([("scope", pa.string()), ("subject", pa.string()), ("predicate", pa.string()),
-                           ("object", pa.string()), ("valid_from", pa.timestamp("us", tz="UTC")),
-                           ("valid_to", pa.timestamp("us", tz="UTC"))])
-
-
-def write_states(con: duckdb.DuckDBPyConnection, assertions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Latest states of the stored facts that ``assertions`` (from ``writepath.new_assertion``)
-    can act on, in the shape of :func:`latest_states`."""
-    batch = pa.Table.from_pydict({name: [a[name] for a in assertions] for name in _BATCH_SCHEMA.names},
-                                 schema=_BATCH_SCHEMA)
-    con.register("_tm_batch", batch)
-    try:
-        return _states(con.sql(_WRITE_STATES_SQL).to_arrow_table())
-    finally:
-        con.unregister("_tm_batch")
-
-
-def _states(table: pa.Table) -> list[dict[str, Any]]:
-    """Write-path states from latest-revision rows.
-
-    Timestamps cross as naive values and get their UTC zone here: pyarrow converts zoned
-    timestamps to Python through a time-zone lookup per value, ten times slower.
-    """
-    zoned = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
-    naive = table.cast(pa.schema([pa.field(f.name, pa.timestamp(f.type.unit)) if f.name in zoned else f
-                                  for f in table.schema]))
-    rows = naive.to_pylist()
-    for row in rows:
-        for name in zoned:
-            if row[name] is not None:
-                row[name] = row[name].replace(tzinfo=UTC)
-        row["_stored_revision"] = row.pop("revision")
-        row["_stored_recorded_at"] = row["recorded_at"]
-        row["artifacts"] = list(row["artifacts"] or [])
-    return rows
 
 
 def last_api_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:
