@@ -114,8 +114,12 @@ def test_same_answers_as_divergence_of_the_same_probes(mem):
 def test_frames_of_any_kind(mem):
     row = {"at": "2026-03-17", "subject": "checkout-api", "predicate": "instance_type"}
     as_frame = pl.DataFrame([row])
-    for events in ([row], as_frame, as_frame.to_arrow(), duckdb.sql("SELECT * FROM as_frame")):
-        assert answers(tm.probes.at_events(mem, events)) == [("m5.xlarge", "m5.xlarge", False)]
+    # a private DuckDB, closed after: the module-level default one would keep its threads, and a
+    # later test that forks (test_concurrency) would deadlock in the child
+    with duckdb.connect() as con:
+        con.register("as_frame", as_frame)
+        for events in ([row], as_frame, as_frame.to_arrow(), con.sql("SELECT * FROM as_frame")):
+            assert answers(tm.probes.at_events(mem, events)) == [("m5.xlarge", "m5.xlarge", False)]
     empty = tm.probes.at_events(mem, pl.DataFrame(schema={"at": pl.String, "subject": pl.String,
                                                           "predicate": pl.String}))
     assert empty.is_empty() and empty.columns == ["at", "subject", "predicate", *ADDED]
