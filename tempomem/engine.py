@@ -81,8 +81,7 @@ class Engine:
         self.storage = storage
         self._clock: Clock = clock or system_clock
         self._lock = _thread_lock(storage.path)
-        self._depth = 0
-        self._owner: int | None = None
+        self._owner: int | None = None  # the thread inside exclusive(), if any
         self._pending: list[_Request] = []
         self._queue = threading.Condition()
         self._leading = False
@@ -103,16 +102,16 @@ class Engine:
         Re-entered by the thread that holds it, it just yields (flock would deadlock).
         """
         with self._lock:
-            if self._depth:
+            if self._owner is not None:  # only the holder of the RLock can see it set
                 yield self
                 return
             with open(self.storage.lock_path(), "a+") as handle:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-                self._depth, self._owner = 1, threading.get_ident()
+                self._owner = threading.get_ident()
                 try:
                     yield self
                 finally:
-                    self._depth, self._owner = 0, None
+                    self._owner = None
                     fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     # -- settings -------------------------------------------------------------------------------

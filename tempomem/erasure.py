@@ -18,6 +18,7 @@ import polars as pl
 
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, PREVIOUS, SORT_KEYS
+from .states import micros
 from .times import MICROSECOND, system_clock
 from .writepath import clean_reason
 
@@ -108,4 +109,4 @@ def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str
         [k for k, _ in SORT_KEYS], descending=[d == "descending" for _, d in SORT_KEYS]
     )
     last = tombstones["recorded_at"].max()
-    return everything.select(EVENT_SCHEMA.names), (last - datetime.fromtimestamp(0, last.tzinfo)) // MICROSECOND
+    return everything.select(EVENT_SCHEMA.names), micros(last)
