@@ -43,16 +43,13 @@ def assert_set_based(engine: Engine, news: list[dict[str, Any]]) -> list[Fact]:
     con = engine.connection()
     con.register("_tm_ops_in", ops)
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _tm_keys AS "
-                    "SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_stored AS {rounds.stored_states_sql('_tm_keys')}")
+        rounds.load_stored(con)
         rules, default_policy = engine.rules()
         applied = rounds.apply(con, rules, default_policy, ingested_at=system_clock())
         stored = con.sql("SELECT * FROM _tm_stored").to_arrow_table()
     finally:
         con.unregister("_tm_ops_in")
-        for name in ("_tm_keys", "_tm_stored"):
-            con.execute(f"DROP TABLE IF EXISTS {name}")
+        rounds.drop_stored(con)
     if applied.refused.num_rows:
         _raise_refused(applied.refused, news)
     if applied.rows.num_rows:

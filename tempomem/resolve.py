@@ -75,9 +75,7 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], *, origin: 
     """
     con.execute(_OPS_SQL)
     try:
-        con.execute("CREATE OR REPLACE TEMP TABLE _tm_keys AS "
-                    "SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_stored AS {rounds.stored_states_sql('_tm_keys')}")
+        rounds.load_stored(con)
         rules = {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}
         applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin)
         notify("write", applied.rows.num_rows)
@@ -92,8 +90,8 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], *, origin: 
             ORDER BY o.__row""").fetchall()
         con.unregister("_tm_refused_ops")
     finally:
-        for name in ("_tm_ops_in", "_tm_keys", "_tm_stored"):
-            con.execute(f"DROP TABLE IF EXISTS {name}")
+        con.execute("DROP TABLE IF EXISTS _tm_ops_in")
+        rounds.drop_stored(con)
     return Replay(applied.rows, _rejected(refused))
 
 

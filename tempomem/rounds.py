@@ -6,7 +6,7 @@ The caller binds two relations on a DuckDB connection that has ``macros.sql`` lo
                 :data:`OP_COLUMNS`; its payload columns (:data:`PAYLOAD_COLUMNS`) are what a
                 new fact stores beside its state;
 ``_tm_stored``  the latest stored revision (``EVENT_SCHEMA`` rows) of every believed fact
-                of the batch's keys.
+                of the batch's keys, made by :func:`load_stored`.
 
 :func:`apply` runs one round per operation of the busiest key (each round is a handful of
 statements over every key at once) and returns the revision rows to commit, the fact each
@@ -140,11 +140,19 @@ def _no_rows(con: duckdb.DuckDBPyConnection) -> pa.Table:
     return con.sql("SELECT CAST(0 AS INTEGER) AS round, * FROM _tm_state LIMIT 0").to_arrow_table()
 
 
-def stored_states_sql(keys: str) -> str:
-    """SQL for ``_tm_stored``: the latest revision of each believed fact of the keys in the
-    relation named ``keys`` (a fixed name of the caller's, never input), from ``_tm_events``."""
-    return f"""
+def load_stored(con: duckdb.DuckDBPyConnection) -> None:
+    """Make ``_tm_stored`` from ``_tm_events``: the latest revision of each believed fact of the
+    keys of ``_tm_ops_in``. :func:`drop_stored` removes it."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_keys AS SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in")
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _tm_stored AS
         SELECT e.* FROM _tm_events AS e
-        SEMI JOIN {keys} AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+        SEMI JOIN _tm_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
         QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)
-                AND e.status NOT IN ('retracted', 'erased')"""
+                AND e.status NOT IN ('retracted', 'erased')""")
+
+
+def drop_stored(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop what :func:`load_stored` made."""
+    for name in ("_tm_keys", "_tm_stored"):
+        con.execute(f"DROP TABLE IF EXISTS {name}")
