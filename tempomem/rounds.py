@@ -88,15 +88,20 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
                          pa.string())}))
     try:
         _prepare(con, default_policy)
-        last = con.sql("SELECT coalesce(max(round), 0) FROM _tm_ops").fetchall()[0][0]
-        emitted = []
+        for statement in _statements()["runs"]:
+            con.execute(statement)
+        closed_form = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
+        # the rounds' states come after every state of the closed form, in each fact's order
+        offset, last = con.sql("SELECT (SELECT coalesce(max(round), 0) FROM _tm_xe), coalesce(max(round), 0) "
+                               "FROM _tm_ops").fetchall()[0]
+        emitted = [closed_form]
         for r in range(1, last + 1):
             for statement in _statements()["round"]:
                 con.execute(statement, {"round": r} if "$round" in statement else None)
             # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
             changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
-            emitted.append(changed.add_column(0, "round", pa.array([r] * changed.num_rows, pa.int32())))
-        con.register("_tm_emitted", pa.concat_tables(emitted) if emitted else _no_rows(con))
+            emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
+        con.register("_tm_emitted", pa.concat_tables([t.cast(closed_form.schema) for t in emitted]))
         out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at})
         rows = out.to_arrow_table().cast(EVENT_SCHEMA)
         return Applied(rows, con.sql("SELECT * FROM _tm_landed ORDER BY op").to_arrow_table(),
@@ -105,7 +110,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         for name in ("_tm_decisions_in", "_tm_rules_in", "_tm_emitted"):
             con.unregister(name)
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
-                     "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u"):
+                     "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_x",
+                     "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -133,11 +139,6 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str) -> None:
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_landed (op BIGINT, fact_id VARCHAR)")
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_refused "
                 "(op BIGINT, kind VARCHAR, fact_id VARCHAR, conflict_ids VARCHAR, conflict_objects VARCHAR)")
-
-
-def _no_rows(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """An empty ``_tm_emitted``: a round number and the state columns."""
-    return con.sql("SELECT CAST(0 AS INTEGER) AS round, * FROM _tm_state LIMIT 0").to_arrow_table()
 
 
 def load_stored(con: duckdb.DuckDBPyConnection) -> None:

@@ -33,6 +33,192 @@ CREATE OR REPLACE MACRO tm_case(n_object, n_from, n_to, s_object, s_from, s_to) 
 CREATE OR REPLACE MACRO tm_merged_artifacts(have, more) AS
     coalesce(have, []) || list_filter(coalesce(more, []), lambda x: NOT list_contains(coalesce(have, []), x));
 
+-- name: runs
+-- Before the rounds, the two shapes most of a real log has, in closed form: a key with very many
+-- operations then costs one pass over them, not one round each. A key's leading operations
+-- qualify while each is an assertion with a known start and no end, recorded after every stored
+-- revision of its key, and either
+--   * single-valued under last_write_wins, starting no earlier than any fact of the key believed
+--     so far, on a key whose stored facts are one open fact after ended ones. Each assertion then
+--     meets only the key's open fact (every other ends before it starts): the same object is a
+--     duplicate of it (`merge`); another object closes it, or retracts it at the same start
+--     (`close_existing`, `retract_existing`), and is the new open fact. The operations fall in
+--     runs of one object, one fact a run; or
+--   * multi-valued, on a key whose stored facts are all open: every assertion overlaps every fact
+--     of its object, so all of an object's merge into its earliest-recorded fact (the first
+--     assertion's, if none is stored), and nothing else changes (`store`).
+-- The rest of each key's operations, from the first that does not qualify, go to the rounds,
+-- which start from the states this section leaves. `_tm_xe` is what it changed, in `_tm_u`'s
+-- columns with the operation's `round`, as each round's `_tm_u` is kept.
+
+-- What the stored believed facts of each key allow.
+CREATE OR REPLACE TEMP TABLE _tm_xk AS
+SELECT s.scope, s.subject, s.predicate, max(s.last_recorded_at) AS last_at, max(s.valid_from) AS max_from,
+       bool_or(s.valid_from IS NULL) AS unknown_start, count(*) FILTER (WHERE s.valid_to IS NULL) AS open_facts,
+       max(s.valid_to) AS max_to, arg_max(s.fact_id, s.valid_from) FILTER (WHERE s.valid_to IS NULL) AS open_id
+FROM _tm_state AS s
+GROUP BY s.scope, s.subject, s.predicate;
+
+-- The operations the closed form takes: each key's longest qualifying prefix.
+CREATE OR REPLACE TEMP TABLE _tm_x AS
+WITH keyed AS (
+    SELECT o.*, k.last_at, k.max_from, k.open_id, s.object AS open_object,
+           k.scope IS NULL OR coalesce(CASE WHEN o.rule = 'multi' THEN NOT k.unknown_start AND k.max_to IS NULL
+               ELSE NOT k.unknown_start AND k.open_facts = 1 AND k.max_from = s.valid_from
+                    AND coalesce(k.max_to <= s.valid_from, true) END, false) AS key_ok,
+           max(o.valid_from) OVER (PARTITION BY o.scope, o.subject, o.predicate ORDER BY o.op
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_from
+    FROM _tm_ops AS o
+    LEFT JOIN _tm_xk AS k ON k.scope = o.scope AND k.subject = o.subject AND k.predicate = o.predicate
+    LEFT JOIN _tm_state AS s ON s.fact_id = k.open_id
+),
+flagged AS (
+    SELECT y.*,
+           bool_and(y.key_ok AND y.kind = 'assert' AND y.rule IN ('single/last_write_wins', 'multi')
+                    AND y.valid_from IS NOT NULL AND y.valid_to IS NULL AND coalesce(y.commit_time > y.last_at, true)
+                    AND (y.rule = 'multi' OR (y.valid_from >= coalesce(y.earlier_from, y.valid_from)
+                                              AND y.valid_from >= coalesce(y.max_from, y.valid_from))))
+               OVER (PARTITION BY y.scope, y.subject, y.predicate ORDER BY y.op ROWS UNBOUNDED PRECEDING) AS qualifies
+    FROM keyed AS y
+)
+SELECT * EXCLUDE (qualifies) FROM flagged WHERE qualifies;
+
+-- Each operation's run: which fact it lands on. A run that `leads` makes the fact; the others
+-- merge into it. A single-valued run starts where the object changes (run 0 continues the
+-- stored open fact); a multi-valued run is one object, continuing its earliest-recorded stored
+-- fact when there is one.
+CREATE OR REPLACE TEMP TABLE _tm_xr AS
+WITH single AS (
+    SELECT x.*, x.object IS DISTINCT FROM coalesce(lag(x.object) OVER w, x.open_object) AS leads
+    FROM _tm_x AS x WHERE x.rule <> 'multi'
+    WINDOW w AS (PARTITION BY x.scope, x.subject, x.predicate ORDER BY x.op)
+),
+stored_multi AS (
+    SELECT s.scope, s.subject, s.predicate, s.object, arg_min(s.fact_id, (s.first_recorded_at, s.fact_id)) AS fact_id
+    FROM _tm_state AS s GROUP BY s.scope, s.subject, s.predicate, s.object
+)
+SELECT y.*, sum(CAST(y.leads AS INTEGER)) OVER (PARTITION BY y.scope, y.subject, y.predicate ORDER BY y.op
+                                                ROWS UNBOUNDED PRECEDING) AS run,
+       CASE WHEN NOT y.leads THEN y.open_id END AS stored_id
+FROM single AS y
+UNION ALL
+SELECT x.*, t.fact_id IS NULL AND row_number() OVER (PARTITION BY x.scope, x.subject, x.predicate, x.object
+                                                      ORDER BY x.op) = 1 AS leads,
+       dense_rank() OVER (PARTITION BY x.scope, x.subject, x.predicate ORDER BY x.object) AS run,
+       t.fact_id AS stored_id
+FROM _tm_x AS x
+LEFT JOIN stored_multi AS t ON t.scope = x.scope AND t.subject = x.subject AND t.predicate = x.predicate
+                           AND t.object = x.object
+WHERE x.rule = 'multi';
+
+-- One row per run: its fact as it starts (made at `made_round`, or stored: round 0), and for a
+-- single-valued key the next run's fact, which ends it.
+CREATE OR REPLACE TEMP TABLE _tm_xruns AS
+WITH made AS (
+    SELECT r.scope, r.subject, r.predicate, r.run, r.rule, r.new_id AS fact_id, r.object, r.valid_from,
+           CAST(NULL AS TIMESTAMPTZ) AS valid_to, r.valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS retracted_at,
+           CAST(NULL AS TIMESTAMPTZ) AS superseded_at, CAST(NULL AS VARCHAR) AS superseded_by, 'live' AS status,
+           r.reason, r.artifacts, r.commit_time AS first_recorded_at, r.op AS born_op, r.round AS made_round
+    FROM _tm_xr AS r WHERE r.leads
+    UNION ALL
+    SELECT s.scope, s.subject, s.predicate, k.run, k.rule, s.fact_id, s.object, s.valid_from, s.valid_to,
+           s.valid_from_inferred, s.retracted_at, s.superseded_at, s.superseded_by, s.status, s.reason, s.artifacts,
+           s.first_recorded_at, s.born_op, 0
+    FROM (SELECT DISTINCT x.scope, x.subject, x.predicate, x.rule, 0 AS run, x.open_id AS fact_id FROM _tm_x AS x
+          WHERE x.rule <> 'multi' AND x.open_id IS NOT NULL
+          UNION
+          SELECT DISTINCT r.scope, r.subject, r.predicate, r.rule, r.run, r.stored_id FROM _tm_xr AS r
+          WHERE r.rule = 'multi' AND r.stored_id IS NOT NULL) AS k
+    JOIN _tm_state AS s ON s.fact_id = k.fact_id
+)
+SELECT m.*,
+       CASE WHEN m.rule <> 'multi' THEN lead(m.fact_id) OVER w END AS next_id,
+       CASE WHEN m.rule <> 'multi' THEN lead(m.object) OVER w END AS next_object,
+       CASE WHEN m.rule <> 'multi' THEN lead(m.valid_from) OVER w END AS next_from,
+       CASE WHEN m.rule <> 'multi' THEN lead(m.first_recorded_at) OVER w END AS next_at,
+       CASE WHEN m.rule <> 'multi' THEN lead(m.made_round) OVER w END AS next_round
+FROM made AS m
+WINDOW w AS (PARTITION BY m.scope, m.subject, m.predicate ORDER BY m.run);
+
+-- Each artifact of a run where it first appears: a duplicate adds the artifacts its fact lacks,
+-- first occurrence first, as tm_merged_artifacts does one assertion at a time.
+CREATE OR REPLACE TEMP TABLE _tm_xa AS
+WITH listed AS (
+    SELECT r.scope, r.subject, r.predicate, r.run, r.made_round AS round, r.artifacts FROM _tm_xruns AS r
+    UNION ALL
+    SELECT x.scope, x.subject, x.predicate, x.run, x.round, x.artifacts FROM _tm_xr AS x WHERE NOT x.leads
+),
+items AS (
+    SELECT l.scope, l.subject, l.predicate, l.run, l.round, unnest(l.artifacts) AS artifact,
+           unnest(range(len(l.artifacts))) AS pos
+    FROM listed AS l WHERE len(l.artifacts) > 0
+)
+SELECT * FROM items AS i
+QUALIFY row_number() OVER (PARTITION BY i.scope, i.subject, i.predicate, i.run, i.artifact ORDER BY i.round, i.pos) = 1;
+
+-- Every state the closed form changes: a run's fact as made, after each duplicate that added an
+-- artifact (a new revision), and as the next run's fact closes or retracts it.
+CREATE OR REPLACE TEMP TABLE _tm_xe AS
+WITH grown AS (
+    SELECT a.scope, a.subject, a.predicate, a.run, g.round, list(a.artifact ORDER BY a.round, a.pos) AS artifacts
+    FROM (SELECT DISTINCT scope, subject, predicate, run, round FROM _tm_xa) AS g
+    JOIN _tm_xruns AS r ON r.scope = g.scope AND r.subject = g.subject AND r.predicate = g.predicate AND r.run = g.run
+    JOIN _tm_xa AS a ON a.scope = g.scope AND a.subject = g.subject AND a.predicate = g.predicate AND a.run = g.run
+                    AND a.round <= g.round
+    WHERE g.round > r.made_round
+    GROUP BY a.scope, a.subject, a.predicate, a.run, g.round
+),
+final AS (
+    SELECT r.*, coalesce(g.artifacts, r.artifacts) AS final_artifacts
+    FROM _tm_xruns AS r
+    LEFT JOIN (SELECT * FROM grown
+               QUALIFY row_number() OVER (PARTITION BY scope, subject, predicate, run ORDER BY round DESC) = 1) AS g
+           ON g.scope = r.scope AND g.subject = r.subject AND g.predicate = r.predicate AND g.run = r.run
+)
+SELECT r.made_round AS round, r.fact_id, r.scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
+       r.valid_from_inferred, r.retracted_at, r.superseded_at, r.superseded_by, r.status, r.reason, r.artifacts,
+       r.first_recorded_at, r.first_recorded_at AS last_recorded_at, true AS emitted, r.born_op
+FROM _tm_xruns AS r WHERE r.made_round > 0
+UNION ALL
+SELECT g.round, r.fact_id, r.scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
+       r.valid_from_inferred, r.retracted_at, r.superseded_at, r.superseded_by, r.status, r.reason, g.artifacts,
+       r.first_recorded_at, x.commit_time, true, r.born_op
+FROM grown AS g
+JOIN _tm_xruns AS r ON r.scope = g.scope AND r.subject = g.subject AND r.predicate = g.predicate AND r.run = g.run
+JOIN _tm_xr AS x ON x.scope = g.scope AND x.subject = g.subject AND x.predicate = g.predicate AND x.round = g.round
+UNION ALL
+SELECT f.next_round, f.fact_id, f.scope, f.subject, f.predicate, f.object, f.valid_from,
+       CASE WHEN f.same_start THEN f.valid_to ELSE f.next_from END, f.valid_from_inferred,
+       CASE WHEN f.same_start THEN f.next_at ELSE f.retracted_at END,
+       CASE WHEN f.same_start THEN f.superseded_at ELSE f.next_at END,
+       CASE WHEN f.same_start THEN f.superseded_by ELSE f.next_id END,
+       CASE WHEN f.same_start THEN 'retracted' ELSE 'superseded' END,
+       CASE WHEN f.same_start THEN format('replaced by fact {} ({}) with the same valid_from', f.next_id, f.next_object)
+            ELSE format('superseded by fact {} ({})', f.next_id, f.next_object) END,
+       f.final_artifacts, f.first_recorded_at, f.next_at, true, f.born_op
+FROM (SELECT final.*, final.valid_from = final.next_from AS same_start FROM final) AS f
+WHERE f.next_id IS NOT NULL;
+
+-- The rounds go on from here: the operations taken are landed, their facts' states replaced,
+-- and each key's remaining operations renumbered from round 1.
+INSERT INTO _tm_landed
+SELECT x.op, r.fact_id FROM _tm_xr AS x
+JOIN _tm_xruns AS r ON r.scope = x.scope AND r.subject = x.subject AND r.predicate = x.predicate AND r.run = x.run;
+
+DELETE FROM _tm_state WHERE fact_id IN (SELECT e.fact_id FROM _tm_xe AS e);
+
+INSERT INTO _tm_state
+SELECT * EXCLUDE (round) FROM (SELECT * FROM _tm_xe AS e
+                               QUALIFY row_number() OVER (PARTITION BY e.fact_id ORDER BY e.round DESC) = 1)
+WHERE status <> 'retracted';
+
+UPDATE _tm_ops SET round = _tm_ops.round - t.taken
+FROM (SELECT x.scope, x.subject, x.predicate, count(*) AS taken FROM _tm_x AS x
+      GROUP BY x.scope, x.subject, x.predicate) AS t
+WHERE t.scope = _tm_ops.scope AND t.subject = _tm_ops.subject AND t.predicate = _tm_ops.predicate;
+
+DELETE FROM _tm_ops WHERE round <= 0;
+
 -- name: round
 -- This round's operations: at most one per key.
 CREATE OR REPLACE TEMP TABLE _tm_r AS

@@ -103,6 +103,60 @@ def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps
     assert set_based.check().ok == one.check().ok
 
 
+@st.composite
+def _log_batch(draw):
+    """A batch in the shape of a real log, which the set-based path takes in closed form: open
+    facts with known starts, mostly in order of start, the odd late or bounded one among them."""
+    rows, day = [], draw(st.integers(0, 3))
+    for _ in range(draw(st.integers(1, 12))):
+        day += draw(st.sampled_from([0, 1, 1, 2, -3]))
+        row = {"subject": draw(st.sampled_from(["a", "b"])), "predicate": draw(st.sampled_from(["p", "m"])),
+               "object": draw(st.sampled_from(["x", "y"])), "valid_from": _BASE + day * _DAY}
+        if draw(st.integers(0, 7)) == 0:
+            row["valid_to"] = _BASE + (day + 2) * _DAY
+        if draw(st.booleans()):
+            row["artifacts"] = draw(st.lists(st.sampled_from(["m1", "m2", "m3"]), max_size=2, unique=True))
+        rows.append(row)
+    return ("assert", rows)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(_log_batch(), st.tuples(st.just("correct"), st.integers(0, 20))),
+                      min_size=1, max_size=4))
+def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
+    """The closed form (rounds.sql, `runs`) and the rounds after it against the one-row path."""
+    folder = tmp_path_factory.mktemp("logs")
+    one_clock, set_clock = TestClock(), TestClock()
+    one, set_based = _open(folder / "one", one_clock), _open(folder / "set", set_clock)
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "SET_BASED_FROM", 10**9)
+        expected = _run(one, one_clock, steps)
+        patch.setattr(engine, "SET_BASED_FROM", 0)
+        got = _run(set_based, set_clock, steps)
+    assert got == expected
+    assert _canonical(set_based).equals(_canonical(one))
+
+
+def test_a_key_with_many_assertions_in_one_batch(tmp_path, monkeypatch):
+    """Hand-checked: 300 assertions of one single-valued key, a day apart, objects a a b b a a …:
+    150 facts, each closed by the next at its start; the runs' second rows are duplicates."""
+    clock = TestClock("2026-02-01")
+    mem = _open(tmp_path / "s", clock)
+    monkeypatch.setattr(engine, "SET_BASED_FROM", 0)
+    rows = [{"subject": "k", "predicate": "p", "object": "ab"[(i // 2) % 2], "valid_from": _BASE + i * _DAY,
+             "artifact": f"e{i}"} for i in range(300)]
+    facts = mem.assert_many(rows)
+    assert [f.fact_id == facts[i - 1].fact_id for i, f in enumerate(facts) if i] == [i % 2 == 1 for i in range(1, 300)]
+    history = mem.history("k", revisions=True)
+    assert history.height == 150  # one commit: one revision per fact, its final state
+    assert history["status"].value_counts().sort("status").rows() == [("live", 1), ("superseded", 149)]
+    last = mem.current("k")
+    assert (last["object"][0], last["valid_from"][0], list(last["artifacts"][0])) == ("b", _BASE + 298 * _DAY,
+                                                                                   ["e298", "e299"])
+    third = mem.as_of(_BASE + 5 * _DAY, "k")
+    assert (third["object"][0], third["valid_to"][0]) == ("a", _BASE + 6 * _DAY)
+
+
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
     """Hand-checked: one key asserted three times in one batch; only final states are beliefs."""
     clock = TestClock("2026-02-01")
