@@ -14,14 +14,14 @@ import pyarrow as pa
 
 from . import rounds
 from .errors import ClockError, ConflictError
-from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
+from .schema import EVENT_SCHEMA, SORT_KEYS, Fact, facts_from_table
 from .times import system_clock
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 _TS = pa.timestamp("us", tz="UTC")
-_OPS_SCHEMA = pa.schema([
+OPS_SCHEMA = pa.schema([
     ("op", pa.int64()), ("kind", pa.string()), ("commit_time", _TS), ("scope", pa.string()),
     ("subject", pa.string()), ("predicate", pa.string()), ("object", pa.string()), ("valid_from", _TS),
     ("valid_to", _TS), ("valid_from_inferred", pa.bool_()), ("reference_time", _TS),
@@ -32,14 +32,23 @@ _OPS_SCHEMA = pa.schema([
 ])
 
 
-def assert_set_based(engine: Engine, news: list[dict[str, Any]]) -> list[Fact]:
-    """Apply validated assertions (``writepath.new_assertion``) in order, as one commit."""
+def ops_from_news(news: list[dict[str, Any]]) -> pa.Table:
+    """Assertions validated row by row (``writepath.new_assertion``) as :func:`assert_set_based` reads them."""
+    names = [n for n in OPS_SCHEMA.names if n not in ("kind", "commit_time", "target_op")]
+    columns: dict[str, Any] = {name: [row.get(name) for row in news] for name in names if name != "op"}
+    columns["op"] = list(range(len(news)))
+    return pa.Table.from_pydict(columns, schema=pa.schema([OPS_SCHEMA.field(n) for n in names]))
+
+
+def assert_set_based(engine: Engine, assertions: pa.Table) -> list[Fact]:
+    """Apply checked assertions (:func:`ops_from_news` or ``assertion_columns.checked``) in
+    ``op`` order, as one commit."""
     commit_time = engine.commit_time()
-    n = len(news)
-    columns: dict[str, Any] = {name: [row.get(name) for row in news] for name in _OPS_SCHEMA.names
-                               if name not in ("op", "kind", "commit_time", "target_op")}
-    columns.update(op=list(range(n)), kind=["assert"] * n, commit_time=[commit_time] * n, target_op=[None] * n)
-    ops = pa.Table.from_pydict(columns, schema=_OPS_SCHEMA)
+    n = assertions.num_rows
+    ops = (assertions.append_column("kind", pa.array(["assert"] * n))
+           .append_column("commit_time", pa.array([commit_time] * n, _TS))
+           .append_column("target_op", pa.nulls(n, pa.int64()))
+           .select(OPS_SCHEMA.names).cast(OPS_SCHEMA))
     con = engine.connection()
     con.register("_tm_ops_in", ops)
     try:
@@ -51,16 +60,16 @@ def assert_set_based(engine: Engine, news: list[dict[str, Any]]) -> list[Fact]:
         con.unregister("_tm_ops_in")
         rounds.drop_stored(con)
     if applied.refused.num_rows:
-        _raise_refused(applied.refused, news)
+        _raise_refused(applied.refused, ops)
     if applied.rows.num_rows:
         engine.commit(applied.rows.sort_by(SORT_KEYS), commit_time)
     return _landed_facts(applied, stored)
 
 
-def _raise_refused(refused: pa.Table, news: list[dict[str, Any]]) -> None:
+def _raise_refused(refused: pa.Table, ops: pa.Table) -> None:
     first = refused.slice(0, 1).to_pylist()[0]
-    row = news[first["op"]]
-    where = f"row {first['op']}, " if len(news) > 1 else ""
+    row = ops.slice(first["op"], 1).to_pylist()[0]
+    where = f"row {first['op']}, " if ops.num_rows > 1 else ""
     if first["kind"] == "conflict":
         raise ConflictError(f"{where}overlapping value: {row['subject']} {row['predicate']} {row['object']!r} "
                             f"overlaps {first['conflict_objects']} (fact {first['conflict_ids']}) and the "
@@ -79,4 +88,4 @@ def _landed_facts(applied: rounds.Applied, stored: pa.Table) -> list[Fact]:
     landed = pl.from_arrow(applied.landed)
     assert isinstance(landed, pl.DataFrame)
     facts = landed.join(latest, on="fact_id", how="left").sort("op")
-    return [Fact.from_row(row) for row in facts.to_dicts()]
+    return facts_from_table(facts.to_arrow())

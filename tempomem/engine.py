@@ -201,18 +201,28 @@ class Engine:
     def assertions(self, news: list[dict[str, Any]]) -> list[Fact]:
         """Commit validated assertions (``writepath.new_assertion``) in order; return where each landed."""
         if len(news) > SET_BASED_FROM:
-            from .bulk import assert_set_based
+            from .bulk import ops_from_news
 
-            with self.exclusive():
-                facts = assert_set_based(self, news)
-                self._cache.forget_all(-1, None)
-                return facts
+            return self.checked_assertions(ops_from_news(news))
 
         def apply(batch: Batch) -> list[str]:
             return [batch.assert_fact(dict(n)) for n in news]
 
         keys = {(n["scope"], n["subject"], n["predicate"]) for n in news}
         return self._submit(_Request(apply, keys, news=news))
+
+    def set_based(self, rows: int) -> bool:
+        """Whether a batch of ``rows`` assertions is applied set-based."""
+        return rows > SET_BASED_FROM
+
+    def checked_assertions(self, assertions: pa.Table) -> list[Fact]:
+        """Commit a large batch already checked (``bulk.assert_set_based``); return where each landed."""
+        from .bulk import assert_set_based
+
+        with self.exclusive():
+            facts = assert_set_based(self, assertions)
+            self._cache.forget_all(-1, None)
+            return facts
 
     def change(self, fact_id: str, apply: Callable[[Batch], str]) -> Fact:
         """Commit one change of a stored fact (``Batch.invalidate`` or ``Batch.correct``)."""

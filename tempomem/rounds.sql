@@ -212,12 +212,20 @@ SELECT * EXCLUDE (round) FROM (SELECT * FROM _tm_xe AS e
                                QUALIFY row_number() OVER (PARTITION BY e.fact_id ORDER BY e.round DESC) = 1)
 WHERE status <> 'retracted';
 
-UPDATE _tm_ops SET round = _tm_ops.round - t.taken
-FROM (SELECT x.scope, x.subject, x.predicate, count(*) AS taken FROM _tm_x AS x
-      GROUP BY x.scope, x.subject, x.predicate) AS t
-WHERE t.scope = _tm_ops.scope AND t.subject = _tm_ops.subject AND t.predicate = _tm_ops.predicate;
+CREATE OR REPLACE TEMP TABLE _tm_ops AS
+SELECT o.* REPLACE (CAST(o.round - coalesce(t.taken, 0) AS INTEGER) AS round)
+FROM _tm_ops AS o
+LEFT JOIN (SELECT x.scope, x.subject, x.predicate, count(*) AS taken FROM _tm_x AS x
+           GROUP BY x.scope, x.subject, x.predicate) AS t
+       ON t.scope = o.scope AND t.subject = o.subject AND t.predicate = o.predicate
+WHERE o.round > coalesce(t.taken, 0)
+ORDER BY round, o.op;
 
-DELETE FROM _tm_ops WHERE round <= 0;
+-- Facts of keys with no operation left can change no more: the rounds need only the others.
+CREATE OR REPLACE TEMP TABLE _tm_state AS
+SELECT s.* FROM _tm_state AS s
+SEMI JOIN (SELECT DISTINCT o.scope, o.subject, o.predicate FROM _tm_ops AS o) AS k
+       ON k.scope = s.scope AND k.subject = s.subject AND k.predicate = s.predicate;
 
 -- name: round
 -- This round's operations: at most one per key.

@@ -14,7 +14,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import diff, erasure, queries, sequenced
+from . import assertion_columns, diff, erasure, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
@@ -246,6 +246,10 @@ class Memory:
         ``rows``: a Polars, pandas or Arrow frame, or a list of dicts with the arguments of
         :meth:`assert_fact` as columns.
         """
+        if self._engine.set_based(_count(rows)):
+            checked = assertion_columns.checked(rows)
+            if checked is not None:
+                return self._engine.checked_assertions(checked)
         records = _records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
         return self._engine.assertions(news)
@@ -333,6 +337,15 @@ class Memory:
 
         return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
                              subject=subject, predicate=predicate, trusted=trusted)
+
+
+def _count(rows: Any) -> int:
+    """How many rows a batch has, before it is read (0 for what :func:`_records` refuses)."""
+    if isinstance(rows, list | pa.Table):
+        return len(rows)
+    if isinstance(rows, pl.DataFrame) or type(rows).__module__.startswith("pandas"):
+        return len(rows)
+    return 0
 
 
 def _records(rows: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,116 @@
+"""A large ``assert_many`` read a column at a time (``assertion_columns.sql``).
+
+:func:`checked` turns a batch into the engine's operations table in one DuckDB statement, with
+the values :func:`tempomem.writepath.new_assertion` gives one row at a time: the same defaults,
+the same time grammar (:mod:`tempomem.timegrammar`), the same checks. It only ever accepts: a
+batch it cannot decide column-wise (a column of an unexpected type, an unknown field, a row a
+check refuses) returns ``None``, and the caller validates row by row, which raises the error
+naming the row and field. The column checks lean to refusing (a string is blank for them when it
+holds only characters from a superset of Python's whitespace), so the two readings never
+differ on a batch both accept.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from .schema import LINK_TYPES
+from .timegrammar import time_sql
+
+_TS = pa.timestamp("us", tz="UTC")
+_STRINGS = ("subject", "predicate", "object", "scope", "source", "text", "link_type", "artifact")
+_TIMES = ("valid_from", "valid_to", "reference_time")
+_NUMBERS = ("confidence", "weight")
+_LISTS = {"artifacts": pa.list_(pa.string()), "embedding": pa.list_(pa.float64())}
+FIELDS = frozenset((*_STRINGS, *_TIMES, *_NUMBERS, *_LISTS))
+
+
+@cache
+def _statement() -> str:
+    return resources.files("tempomem").joinpath("assertion_columns.sql").read_text()
+
+
+def _arrow(rows: Any) -> pa.Table | None:
+    """The batch as an Arrow table, or ``None`` when Arrow cannot hold it column-wise."""
+    try:
+        if isinstance(rows, list):
+            names = set().union(*rows)
+            if not names <= FIELDS:
+                return None
+            return pa.table({name: [row.get(name) for row in rows] for name in sorted(names)})
+        if isinstance(rows, pl.DataFrame):
+            return rows.to_arrow()
+        if isinstance(rows, pa.Table):
+            return rows
+        if type(rows).__module__.startswith("pandas"):
+            return pa.Table.from_pandas(rows, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return None
+
+
+def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
+    """The column ``name`` in the shape the statement reads (two for a time: text and instant)."""
+    n = table.num_rows
+    given = table.column(name) if name in table.column_names else pa.nulls(n)
+    kind = given.type
+    try:
+        if name in _TIMES:
+            if pa.types.is_null(kind):
+                return [pa.nulls(n, pa.string()), pa.nulls(n, _TS)]
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+                return [given.cast(pa.string()), pa.nulls(n, _TS)]
+            if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+                # naive datetimes are UTC, as writepath reads them
+                utc = given.cast(pa.timestamp("us")) if pa.types.is_date(kind) or kind.tz is None else given
+                return [pa.nulls(n, pa.string()), utc.cast(_TS)]
+            return None
+        if name in _STRINGS:
+            ok = pa.types.is_null(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
+                or pa.types.is_string_view(kind)
+            return [given.cast(pa.string())] if ok else None
+        if name in _NUMBERS:
+            ok = pa.types.is_null(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind)
+            return [given.cast(pa.float64())] if ok else None
+        lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_fixed_size_list)
+        if not pa.types.is_null(kind) and not any(is_list(kind) for is_list in lists):
+            return None
+        return [given.cast(_LISTS[name])]
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+
+
+def checked(rows: Any) -> pa.Table | None:
+    """The batch as operations (``bulk.OPS_SCHEMA`` but ``kind``, ``commit_time`` and
+    ``target_op``), or ``None`` when it must be validated row by row (see the module doc)."""
+    table = _arrow(rows)
+    if table is None or not set(table.column_names) <= FIELDS:
+        return None
+    columns: dict[str, pa.Array] = {}
+    for name in sorted(FIELDS):
+        shaped = _column(table, name)
+        if shaped is None:
+            return None
+        if name in _TIMES:
+            columns[f"{name}_text"], columns[f"{name}_time"] = shaped
+        else:
+            columns[name] = shaped[0]
+    columns["op"] = pa.array(range(table.num_rows), pa.int64())
+    # a connection of its own: the writer's is the engine's, and this runs before the lock
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"CREATE OR REPLACE MACRO tm__text_time(x) AS {time_sql('x', 'VARCHAR')}")
+    con.register("_tm_assertions_in", pa.table(columns))
+    try:
+        out = con.sql(_statement(), params={"link_types": list(LINK_TYPES)}).to_arrow_table()
+    finally:
+        con.close()
+    if out.num_rows != table.num_rows or not out.column("accepted").to_numpy(zero_copy_only=False).all():
+        return None
+    return out.drop_columns(["accepted"])
