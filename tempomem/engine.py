@@ -20,7 +20,6 @@ rewrite (erasure) empties the cache. A key it does not hold is read from the sto
 
 from __future__ import annotations
 
-import copy
 import fcntl
 import threading
 from collections.abc import Callable, Iterator
@@ -278,7 +277,9 @@ class Engine:
             rules, default_policy = self.rules()
             live = list(group)
             while True:
-                batch = Batch(copy.deepcopy(relevant_states(states, [n for r in live for n in r.news], ids)),
+                # a copy of each state: a batch sets a state's fields (never changes a list in place),
+                # and a refused request must leave the cache as it was
+                batch = Batch([dict(s) for s in relevant_states(states, [n for r in live for n in r.news], ids)],
                               commit_time=commit_time, rules=rules, default_policy=default_policy)
                 landed: list[list[str]] = []
                 for request in live:
