@@ -74,7 +74,7 @@ def _row_by_row(rows):
         return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(rows=st.lists(_row(), min_size=1, max_size=6))
 def test_columns_give_what_rows_give(rows):
     expected = _row_by_row(rows)

@@ -120,7 +120,7 @@ def _log_batch(draw):
     return ("assert", rows)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.one_of(_log_batch(), st.tuples(st.just("correct"), st.integers(0, 20))),
                       min_size=1, max_size=4))
 def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
