@@ -119,15 +119,14 @@ def _run_sorted_copy(source: str, target: str, queue: multiprocessing.Queue) -> 
 def _run_encoding(store: str, target: str, queue: multiprocessing.Queue) -> None:
     import pyarrow.parquet as pq
 
-    from tempomem.backfill import parquet_writer
-    from tempomem.storage import _ROW_GROUP_ROWS
+    from tempomem.storage import ROW_GROUP_ROWS, parquet_writer
 
     (stored,) = Path(store).glob("*.parquet")
-    batches = pq.read_table(stored).to_batches(_ROW_GROUP_ROWS)
+    batches = pq.read_table(stored).to_batches(ROW_GROUP_ROWS)
     start, cpu = time.perf_counter(), _cpu_s()
     with parquet_writer(target) as writer:
         for batch in batches:
-            writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
+            writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
     queue.put((time.perf_counter() - start, _peak_rss_mb(), None, None, _cpu_s() - cpu))
 
 
@@ -135,9 +134,9 @@ def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> No
     import duckdb
     import pyarrow as pa
 
-    from tempomem.backfill import _CLAMPED_US, _BackgroundWriter, _generated_ids
+    from tempomem.backfill import _CLAMPED_US, _generated_ids
     from tempomem.schema import EVENT_SCHEMA
-    from tempomem.storage import _ROW_GROUP_ROWS
+    from tempomem.storage import ROW_GROUP_ROWS, BackgroundWriter
 
     start, cpu = time.perf_counter(), _cpu_s()
     con = duckdb.connect()
@@ -149,10 +148,10 @@ def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> No
               .fetchall()]
     bounds = [None, *sorted({sample[len(sample) * i // ranges] for i in range(1, ranges)}), None]
     query = _BARE_ROWS.format(us=_CLAMPED_US.format("recorded_at"))
-    with _BackgroundWriter(Path(target + ".0")) as first, _BackgroundWriter(Path(target + ".1")) as second:
+    with BackgroundWriter(Path(target + ".0")) as first, BackgroundWriter(Path(target + ".1")) as second:
         written, batches = 0, 0
         for lo, hi in itertools.pairwise(bounds):
-            for batch in con.sql(query, params={"lo": lo, "hi": hi}).to_arrow_reader(_ROW_GROUP_ROWS):
+            for batch in con.sql(query, params={"lo": lo, "hi": hi}).to_arrow_reader(ROW_GROUP_ROWS):
                 n = batch.num_rows
                 columns = [_generated_ids(batch.column("_id_us"), batch.column("_id_serial")),
                            *(batch.column(f.name) if f.name in _BARE_COLUMNS else pa.nulls(n, f.type)

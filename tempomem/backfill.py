@@ -24,10 +24,8 @@ from __future__ import annotations
 import glob
 import itertools
 import os
-import queue
 import secrets
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,13 +37,12 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from . import queries
 from .connection import bind_files, new_connection, without_progress_bar
 from .errors import BackfillError, TempomemError
 from .schema import EVENT_SCHEMA, LINK_TYPES, PREVIOUS, SORT_KEYS
-from .storage import _ROW_GROUP_ROWS  # backfilled files get the store's own row-group size
+from .storage import BackgroundWriter, writer
 from .timegrammar import EPOCH_FACTORS, reason_sql, time_sql
 from .times import system_clock
 
@@ -954,10 +951,6 @@ def _generated_ids(us: pa.Array, serial: pa.Array) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(digits))
 
 
-#: Columns the Parquet writer dictionary-encodes (few distinct values in practice) and the
-#: columns it keeps min/max statistics for (those a reader filters on; not the free text).
-_DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "source", "origin", "link_type"]
-_STATISTICS_COLUMNS = [c for c in EVENT_SCHEMA.names if c not in ("text", "attributes", "artifacts", "embedding")]
 
 
 #: Rows one sort handles: a load with more is written as several sorted key ranges, so that
@@ -1029,10 +1022,10 @@ def _write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: i
     written = 0
     changes = _ValueChanges()
     try:
-        with _BackgroundWriter(target) as out:
+        with BackgroundWriter(target) as out:
             for key_range in _key_ranges(con, loaded):
                 rows = con.sql(query, params={"origin": origin, "ingested_at": ingested_at, **key_range})
-                for batch in rows.to_arrow_reader(_ROW_GROUP_ROWS):
+                for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
                     if not has_fact_id:
                         ids = _generated_ids(batch.column("_id_us"), batch.column("_id_serial"))
                         batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
@@ -1047,57 +1040,6 @@ def _write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: i
         raise
     engine.add_files([target], last_api_us)
     return written
-
-
-def parquet_writer(path: Path | str) -> pq.ParquetWriter:
-    """The Parquet writer of a backfilled file: the store's columns, ZSTD, dictionaries and
-    statistics where readers use them (``benchmarks/bench_backfill.py`` times it alone)."""
-    return pq.ParquetWriter(path, EVENT_SCHEMA, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS,
-                            write_statistics=_STATISTICS_COLUMNS)
-
-
-#: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
-_QUEUED_BATCHES = 8
-
-
-class _BackgroundWriter:
-    """One Parquet file encoded by a thread of its own, fed batches through a bounded queue.
-
-    Arrow's encoder releases the GIL, so it runs on one core while DuckDB sorts and projects
-    the next batches on the other: the write's two halves overlap instead of taking turns. An
-    encoding error is raised by the next :meth:`write` or on leaving the ``with``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
-        self._error: BaseException | None = None
-        self._writer = parquet_writer(path)
-        self._thread = threading.Thread(target=self._encode, name="tempomem-backfill-writer", daemon=True)
-        self._thread.start()
-
-    def _encode(self) -> None:
-        while (batch := self._queue.get()) is not None:
-            if self._error is None:  # after an error, only drain the queue so that write() never blocks
-                try:
-                    self._writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
-                except BaseException as exc:  # raised in the caller's thread
-                    self._error = exc
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Queue ``batch`` (waits while the queue is full)."""
-        if self._error is not None:
-            raise self._error
-        self._queue.put(batch)
-
-    def __enter__(self) -> _BackgroundWriter:
-        return self
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        self._writer.close()
-        if kind is None and self._error is not None:
-            raise self._error
 
 
 class _ValueChanges:

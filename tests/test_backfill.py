@@ -21,6 +21,7 @@ from tempomem import backfill as backfill_module
 from tempomem import timegrammar
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
+from tempomem.storage import writer as storage_writer
 
 
 def revs(mem: tm.Memory, subject: str | None = None) -> pl.DataFrame:
@@ -423,7 +424,7 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
             row("queue", "q2", recorded_at="2025-01-06"),
             row("zeta", "z1", recorded_at="2025-01-01"), row("zeta", "z2", recorded_at="2025-01-01")]
     if batch_rows is not None:
-        monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", batch_rows)
+        monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", batch_rows)
     mem = tm.open(tmp_path / "store", create=True)
     report = mem.backfill(rows)
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 4, 0)]
@@ -451,7 +452,7 @@ def test_an_encoding_error_in_the_writer_thread_fails_the_load_and_changes_nothi
 
     original = pq.ParquetWriter.write_batch
     monkeypatch.setattr(pq.ParquetWriter, "write_batch", failing_write_batch)
-    monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", 2)
+    monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 2)
     with pytest.raises(OSError, match="No space left on device"):
         mem.backfill([row(f"s{i}", f"v{i}") for i in range(10)])
     assert len(encoded) == 2  # the thread stops encoding after the error

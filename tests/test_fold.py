@@ -12,7 +12,7 @@ from analytics_helpers import PLAIN_REVISIONS, assert_previous_columns
 from conftest import ts
 
 import tempomem as tm
-from tempomem import storage as storage_module
+from tempomem.storage import folder as storage_module
 
 _PLAIN_REVISIONS = f"""
 SELECT COLUMNS(lambda c: NOT starts_with(c, 'prev_')) FROM ({PLAIN_REVISIONS}) ORDER BY fact_id, revision
