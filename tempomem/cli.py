@@ -604,7 +604,7 @@ def forget(ctx: click.Context, subject: str, reason: str, scope: str | None, as_
 
     mem = open_from(ctx)
     erased = mem.forget(subject, reason=reason, scope=scope)
-    emit_value({"subject": hash_subject(mem._storage.read_settings()["salt"], subject), "erased_facts": erased,
+    emit_value({"subject": hash_subject(mem.reader.storage.read_settings()["salt"], subject), "erased_facts": erased,
                 "reason": reason}, as_json)
 
 

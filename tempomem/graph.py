@@ -65,10 +65,11 @@ class _Adjacency:
 
 def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
     """tempomem's connection with its index, ``_tm_entities`` and ``tm_out_links`` in memory and
-    up to date (hold ``mem._lock``)."""
-    con = prepared_connection(mem)
-    version = indexed_version(mem)
-    adjacency: _Adjacency | None = getattr(mem, "_graph_cache", None)
+    up to date (hold ``mem.reader.lock``)."""
+    reader = mem.reader
+    con = prepared_connection(reader)
+    version = indexed_version(reader)
+    adjacency: _Adjacency | None = reader.caches.get("graph")
     if adjacency is not None and adjacency.con is con and adjacency.version == version:
         return con
     con.execute("CREATE OR REPLACE TABLE _tm_entity_cache AS SELECT n.* FROM _tm_entities_live AS n")
@@ -86,10 +87,10 @@ def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
         row_type = con.sql("SELECT l.* EXCLUDE (src_id) FROM _tm_links AS l LIMIT 0")
         con.execute("DROP MACRO tm_out_links")
         con.create_function(
-            "tm_out_links", lambda ids: mem._graph_cache.out_links(ids), [duckdb.sqltype("INTEGER")],
+            "tm_out_links", lambda ids: reader.caches["graph"].out_links(ids), [duckdb.sqltype("INTEGER")],
             duckdb.list_type(duckdb.struct_type(dict(zip(row_type.columns, row_type.types, strict=True)))),
             type="arrow", side_effects=False)
-    mem._graph_cache = fresh  # type: ignore[attr-defined]
+    reader.caches["graph"] = fresh
     return con
 
 
@@ -141,7 +142,7 @@ def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | No
     now = mem.now()
     at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
-    with mem._lock:
+    with mem.reader.lock:
         return frame(
             _prepared(mem),
             """SELECT * FROM tm_traverse($start, $depth, $valid_at, $believed_at,
@@ -173,7 +174,7 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
     if not isinstance(lookback, str) or not lookback.strip():
         raise TempomemError(f"lookback: expected an interval such as '24 hours', got {lookback!r}")
     believed = to_utc(believed_at, field="believed_at") or mem.now()
-    with mem._lock:
+    with mem.reader.lock:
         con = _prepared(mem)
         try:
             con.sql("SELECT CAST($l AS INTERVAL)", params={"l": lookback}).fetchall()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,13 +11,13 @@ from typing import Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
-from . import diff, erasure, queries, sequenced
+from . import diff, erasure, frames, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
+from .reader import Reader
 from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
 from .states import as_fact
 from .storage import Storage
@@ -59,7 +58,7 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
             f"tempomem that wrote it (tempomem export) and backfill the file into a new store")
     mem = Memory(storage, clock=clock, embedder=embedder)
     if policy is not None and policy != stored["policy"]:
-        mem._engine.update_settings(lambda settings: settings.update(policy=policy))
+        mem.reader.engine.update_settings(lambda settings: settings.update(policy=policy))
     for predicate, arity in (predicates or {}).items():
         mem.declare(predicate, arity)
     return mem
@@ -71,11 +70,8 @@ class Memory:
     def __init__(self, storage: Storage, *, clock: Clock | None = None, embedder: Any = None) -> None:
         self._storage = storage
         self._engine = Engine(storage, clock)
-        self.embedder = embedder
-        self._lock = threading.RLock()
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._con_pid: int | None = None
-        self._bound_version = -2
+        #: The read side the features use (tempomem.reader): connection, lock, caches.
+        self.reader = Reader(storage, self._engine, embedder)
 
     def __repr__(self) -> str:
         return f"<tempomem.Memory at {self.path}>"
@@ -100,17 +96,16 @@ class Memory:
         self._engine.update_settings(
             lambda settings: settings["predicates"].update({predicate: {"arity": arity, "policy": policy}}))
 
-    # -- connection ---------------------------------------------------------------------------
-    def _connection(self) -> duckdb.DuckDBPyConnection:
-        """This process's connection, bound to the newest committed version."""
-        if self._con is None or self._con_pid != os.getpid():
-            self._con, self._con_pid, self._bound_version = new_connection(), os.getpid(), -2
-        snap = self._storage.snapshot()
-        if snap.version != self._bound_version:
-            bind_files(self._con, snap.files, first=self._bound_version == -2)
-            self._bound_version = snap.version
-        return self._con
+    @property
+    def embedder(self) -> Any:
+        """The store's embedder (``tm.open(..., embedder=)``; the local default once recall used it)."""
+        return self.reader.embedder
 
+    @embedder.setter
+    def embedder(self, embedder: Any) -> None:
+        self.reader.embedder = embedder
+
+    # -- connection ---------------------------------------------------------------------------
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB connection with the views ``facts`` and ``revisions`` and the macros.
 
@@ -132,10 +127,6 @@ class Memory:
             raise TempomemError(f"sql: {exc}") from None
 
     # -- reads ------------------------------------------------------------------------------
-    def _read(self, fn: Callable[..., pl.DataFrame], *args: Any, **kwargs: Any) -> pl.DataFrame:
-        with self._lock:
-            return fn(self._connection(), *args, **kwargs)
-
     def now(self) -> datetime:
         """The store clock's current time."""
         return self._engine.now()
@@ -150,7 +141,7 @@ class Memory:
 
         >>> mem.current("checkout-api")  # doctest: +SKIP
         """
-        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
+        return self.reader.read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
                           **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
@@ -160,7 +151,7 @@ class Memory:
         >>> mem.as_of("2026-03-15T08:00Z", "checkout-api")["object"].to_list()  # doctest: +SKIP
         ['m5.xlarge']
         """
-        return self._read(queries.as_of, to_utc(valid_at, field="valid_at"),
+        return self.reader.read(queries.as_of, to_utc(valid_at, field="valid_at"),
                           subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
@@ -170,7 +161,7 @@ class Memory:
 
         >>> mem.as_believed("2026-03-15T08:00Z", "2026-03-15T08:00Z", "checkout-api")  # doctest: +SKIP
         """
-        return self._read(queries.as_believed, to_utc(valid_at, field="valid_at"),
+        return self.reader.read(queries.as_believed, to_utc(valid_at, field="valid_at"),
                           to_utc(believed_at, field="believed_at"),
                           subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
@@ -180,16 +171,15 @@ class Memory:
 
         ``revisions=True`` gives every revision instead of one row per fact.
         """
-        return self._read(queries.history, subject, predicate, scope, revisions)
+        return self.reader.read(queries.history, subject, predicate, scope, revisions)
 
     def timeline(self, subject: str, *, scope: str | None = None) -> pl.DataFrame:
         """The audit view of a subject: every revision of its facts, in belief order."""
-        return self._read(queries.timeline, subject, scope)
+        return self.reader.read(queries.timeline, subject, scope)
 
     def get(self, fact_id: str) -> Fact:
         """The fact with this id as currently believed; ``KeyError`` if there is none."""
-        with self._lock:
-            states = queries.latest_states(self._connection(), fact_id=fact_id)
+        states = self.reader.read(queries.latest_states, fact_id=fact_id)
         if not states:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
         return as_fact(states[0])
@@ -200,7 +190,7 @@ class Memory:
 
         >>> mem.diff("2026-03-01", "2026-03-08").changed  # doctest: +SKIP
         """
-        return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
+        return diff.diff(self.reader, from_at, to_at, subjects=subjects, predicates=predicates)
 
     def sequenced(self, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
                   believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
@@ -210,22 +200,22 @@ class Memory:
 
         >>> mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
         """
-        return sequenced.sequenced(self, from_at, to_at, every, believed_at=believed_at, subject=subject,
+        return sequenced.sequenced(self.reader, from_at, to_at, every, believed_at=believed_at, subject=subject,
                                    predicate=predicate, scope=scope)
 
     def coalesced(self, *, believed_at: TimeLike | None = None, subject: str | None = None,
                   predicate: str | None = None, scope: str | None = None) -> pl.DataFrame:
         """The believed facts of each value merged into maximal periods (SPEC §12); see
         :func:`tempomem.sequenced.coalesced`."""
-        return sequenced.coalesced(self, believed_at=believed_at, subject=subject, predicate=predicate, scope=scope)
+        return sequenced.coalesced(self.reader, believed_at=believed_at, subject=subject, predicate=predicate,
+                                   scope=scope)
 
     def check(self) -> queries.CheckReport:
         """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
         rules, _ = self._engine.rules()
         multi = [p for p, (arity, _) in rules.items() if arity == "multi"]
         stray = sorted(set(self._storage.data_files_on_disk()) - self._storage.referenced_files())
-        with self._lock:
-            return queries.problems(self._connection(), multi, stray)
+        return self.reader.read(queries.problems, multi, stray)
 
     # -- writes -----------------------------------------------------------------------------
     def assert_fact(self, subject: str, predicate: str, object: str, *, valid_from: TimeLike | None = None,
@@ -243,10 +233,10 @@ class Memory:
     def assert_many(self, rows: Any) -> list[Fact]:
         """Assert many facts in row order, in one commit with one ``recorded_at`` (all or nothing).
 
-        ``rows``: a Polars, pandas or Arrow frame, or a list of dicts with the arguments of
+        ``rows``: a Polars, pandas or Arrow frame, a DuckDB relation, or a list of dicts with the arguments of
         :meth:`assert_fact` as columns.
         """
-        records = _records(rows)
+        records = frames.records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
         return self._engine.assertions(news)
 
@@ -312,7 +302,7 @@ class Memory:
         """
         from . import recall
 
-        return recall.embed(self._engine, embedder or recall.store_embedder(self))
+        return recall.embed(self._engine, embedder or recall.store_embedder(self.reader))
 
     def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
                believed_at: TimeLike | None = None, subject: str | None = None,
@@ -331,20 +321,5 @@ class Memory:
         """
         from . import recall
 
-        return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
+        return recall.recall(self.reader, query, k, valid_at=valid_at, believed_at=believed_at,
                              subject=subject, predicate=predicate, trusted=trusted)
-
-
-def _records(rows: Any) -> list[dict[str, Any]]:
-    """Rows of any supported frame type as a list of dicts (missing values as ``None``)."""
-    if isinstance(rows, list):
-        if not all(isinstance(r, dict) for r in rows):
-            raise TempomemError("rows: expected a list of dicts")
-        return rows
-    if isinstance(rows, pl.DataFrame):
-        return rows.to_dicts()
-    if isinstance(rows, pa.Table):
-        return rows.to_pylist()
-    if type(rows).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(rows, preserve_index=False).to_pylist()
-    raise TempomemError(f"rows: expected a Polars, pandas or Arrow frame or a list of dicts, got {type(rows).__name__}")

@@ -194,7 +194,7 @@ def test_check_is_clean_and_reports_a_stray_file(mem, moved, store_path):
 def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, moved):
     """A foreign writer's row that does not repeat the revision it follows (prev_*)."""
     helsinki, _ = moved
-    con = mem._connection()
+    con = mem.reader.connection()
     # Helsinki's revision 2 (closed by Berlin) again as revision 3, but naming revision 1 as before
     row = con.sql("""SELECT * REPLACE (revision + 1 AS revision, recorded_at + INTERVAL 1 DAY AS recorded_at,
                                        ingested_at + INTERVAL 1 DAY AS ingested_at)
