@@ -86,9 +86,6 @@ def diff(reader: Reader, from_at: TimeLike, to_at: TimeLike, *, subjects: str | 
 
     Every fact event lies in exactly one of ``created``, ``changed`` and ``retracted`` and in
     exactly one window, so the diffs of adjacent windows concatenate to the diff of their union.
-
-    >>> d = mem.diff("2026-03-01", "2026-04-01", subjects=["checkout-api"])  # doctest: +SKIP
-    >>> d.changed.select("before_object", "after_object")                    # doctest: +SKIP
     """
     lo = to_utc(from_at, field="from_at")
     hi = to_utc(to_at, field="to_at")

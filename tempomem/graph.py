@@ -136,7 +136,10 @@ def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | No
     hops), ``score`` (best path: product of its hop values), ``path`` (that path's fact_ids),
     best score first.
 
-    >>> tm.graph.traverse(mem, "checkout-api", depth=2, valid_at="2026-03-15T08:00Z")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "depends_on", "payments-db", valid_from="2026-01-01", link_type="causal")
+    >>> _ = mem.assert_fact("payments-db", "engine", "postgres", valid_from="2026-01-01")  # an entity: it has facts
+    >>> tm.graph.traverse(mem, "checkout-api", depth=2, valid_at="2026-03-15").select("entity", "depth", "score").rows()
+    [('payments-db', 1, 1.5)]
     """
     factors = _multipliers(multipliers)
     now = mem.now()
@@ -166,7 +169,11 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
     ``changed_at``, ``learned_at`` (when the store first held that change) and
     ``known_at_time`` (``learned_at <= at``). ``lookback`` is a DuckDB interval text.
 
-    >>> tm.graph.dependency_changes(mem, "checkout-api", "2026-03-15T08:00Z")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "depends_on", "payments-db", valid_from="2026-01-01")
+    >>> _ = mem.assert_fact("payments-db", "version", "15", valid_from="2026-03-15T07:00Z")
+    >>> changes = tm.graph.dependency_changes(mem, "checkout-api", "2026-03-15T08:00Z")
+    >>> changes.select("dependency", "object", "change", "known_at_time").rows()  # learned on 03-20
+    [('payments-db', '15', 'started', False)]
     """
     when = to_utc(at, field="at")
     if when is None:

@@ -102,8 +102,6 @@ def sequenced(reader: Reader, from_at: TimeLike, to_at: TimeLike, every: str | t
     Ordered by ``bin_from``, ``scope``, ``subject``, ``predicate``, ``object``, ``fact_id``.
     ``every``: see :func:`parse_every`. Raises :class:`TempomemError` when ``from_at`` is not
     before ``to_at``, ``every`` is not a positive step, or there would be more than 1,000,000 bins.
-
-    >>> mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
     """
     params = _window(reader, from_at, to_at, every)
     params["believed_at"] = to_utc(believed_at, field="believed_at")
@@ -122,8 +120,6 @@ def coalesced(reader: Reader, *, believed_at: TimeLike | None = None, subject: s
     still true), ``facts`` (how many were merged) and ``fact_ids`` (by ``valid_from``, NULL
     first, then ``fact_id``). Ordered by ``scope``, ``subject``, ``predicate``, ``valid_from``
     (NULL first), ``object``. Facts with an empty valid interval take part in nothing.
-
-    >>> mem.coalesced(subject="checkout-api")  # doctest: +SKIP
     """
     # The macro's own order: asking for it again would sort every period a second time.
     return reader.read(_filtered, "coalesced(believed_at := $believed_at)",

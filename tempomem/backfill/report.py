@@ -24,8 +24,10 @@ class BackfillReport:
     the ``reason``); ``flags`` one row per red flag raised (``flag``, ``count``,
     ``example_row``). ``revisions`` is how many revision rows were written.
 
-    >>> report = mem.backfill("export.parquet")  # doctest: +SKIP
-    >>> report.loaded, report.rejected["reason"].to_list()  # doctest: +SKIP
+    >>> report = mem.backfill([{"subject": "svc", "predicate": "owner", "object": "ana", "recorded_at": "2025-01-01"},
+    ...                        {"subject": "svc", "predicate": "owner", "object": "bo", "recorded_at": "2999-01-01"}])
+    >>> report.loaded, report.rejected["reason"].to_list()
+    (1, ['belief_from_future: recorded_at is after the real clock (pass lenient=True to load it)'])
     """
 
     rows_read: int
