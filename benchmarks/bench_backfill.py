@@ -67,7 +67,7 @@ _BARE_COLUMNS = {
     "attributes": "attributes", "link_type": "'entity'", "weight": "CAST(1 AS DOUBLE)", "revision": "1",
     "first_recorded_at": "recorded_at", "folded": "true",
 }
-# {us} is the load's clamped recorded_at in µs (backfill._CLAMPED_US), the id's first half.
+# {us} is the load's clamped recorded_at in µs (backfill.CLAMPED_US), the id's first half.
 _BARE_ROWS = f"""
 SELECT {", ".join(f"{sql} AS {name}" for name, sql in _BARE_COLUMNS.items())}, _id_us, 1000 + row AS _id_serial
 FROM (SELECT *, {{us}} AS _id_us FROM bare
@@ -119,15 +119,14 @@ def _run_sorted_copy(source: str, target: str, queue: multiprocessing.Queue) -> 
 def _run_encoding(store: str, target: str, queue: multiprocessing.Queue) -> None:
     import pyarrow.parquet as pq
 
-    from tempomem.backfill import parquet_writer
-    from tempomem.storage import _ROW_GROUP_ROWS
+    from tempomem.storage import ROW_GROUP_ROWS, parquet_writer
 
     (stored,) = Path(store).glob("*.parquet")
-    batches = pq.read_table(stored).to_batches(_ROW_GROUP_ROWS)
+    batches = pq.read_table(stored).to_batches(ROW_GROUP_ROWS)
     start, cpu = time.perf_counter(), _cpu_s()
     with parquet_writer(target) as writer:
         for batch in batches:
-            writer.write_batch(batch, row_group_size=_ROW_GROUP_ROWS)
+            writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
     queue.put((time.perf_counter() - start, _peak_rss_mb(), None, None, _cpu_s() - cpu))
 
 
@@ -135,9 +134,9 @@ def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> No
     import duckdb
     import pyarrow as pa
 
-    from tempomem.backfill import _CLAMPED_US, _BackgroundWriter, _generated_ids
+    from tempomem.backfill.ids import CLAMPED_US, generated_ids
     from tempomem.schema import EVENT_SCHEMA
-    from tempomem.storage import _ROW_GROUP_ROWS
+    from tempomem.storage import ROW_GROUP_ROWS, BackgroundWriter
 
     start, cpu = time.perf_counter(), _cpu_s()
     con = duckdb.connect()
@@ -148,13 +147,13 @@ def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> No
     sample = [s for (s,) in con.sql("SELECT subject FROM bare USING SAMPLE 1 PERCENT (system, 7) ORDER BY 1")
               .fetchall()]
     bounds = [None, *sorted({sample[len(sample) * i // ranges] for i in range(1, ranges)}), None]
-    query = _BARE_ROWS.format(us=_CLAMPED_US.format("recorded_at"))
-    with _BackgroundWriter(Path(target + ".0")) as first, _BackgroundWriter(Path(target + ".1")) as second:
+    query = _BARE_ROWS.format(us=CLAMPED_US.format("recorded_at"))
+    with BackgroundWriter(Path(target + ".0")) as first, BackgroundWriter(Path(target + ".1")) as second:
         written, batches = 0, 0
         for lo, hi in itertools.pairwise(bounds):
-            for batch in con.sql(query, params={"lo": lo, "hi": hi}).to_arrow_reader(_ROW_GROUP_ROWS):
+            for batch in con.sql(query, params={"lo": lo, "hi": hi}).to_arrow_reader(ROW_GROUP_ROWS):
                 n = batch.num_rows
-                columns = [_generated_ids(batch.column("_id_us"), batch.column("_id_serial")),
+                columns = [generated_ids(batch.column("_id_us"), batch.column("_id_serial")),
                            *(batch.column(f.name) if f.name in _BARE_COLUMNS else pa.nulls(n, f.type)
                              for f in list(EVENT_SCHEMA)[1:])]
                 (first, second)[batches % 2].write(

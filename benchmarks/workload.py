@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 import tempomem as tm
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS, PREVIOUS_COLUMNS, SORT_KEYS
-from tempomem.storage import _ROW_GROUP_ROWS
+from tempomem.storage import ROW_GROUP_ROWS
 
 PREDICATES = ["p0", "p1", "p2", "p3", "m0", "m1"]
 MULTI = {"m0": "multi", "m1": "multi"}
@@ -202,7 +202,7 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
             events = as_stored(history.cast(HISTORY_SCHEMA))
             # the store's own layout: its row-group size, zstd (as storage's writer properties)
             files.append(storage.new_file_path())
-            pq.write_table(events, files[-1], row_group_size=_ROW_GROUP_ROWS, compression="zstd")
+            pq.write_table(events, files[-1], row_group_size=ROW_GROUP_ROWS, compression="zstd")
             con.register("batch", events)
             flat = con.sql(_FLAT_SQL).to_arrow_table()
             con.unregister("batch")

@@ -5,7 +5,10 @@ memory held it), so "what was true at T", "what did the agent believe at B" and 
 do we know it was wrong" are one query each.
 
 >>> import tempomem as tm
->>> mem = tm.open("memory.tm", create=True)  # doctest: +SKIP
+>>> mem = tm.open(folder / "memory.tm", create=True)
+>>> f = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+>>> mem.as_of("2026-03-15", "checkout-api")["object"].to_list()
+['m5.xlarge']
 """
 
 from . import export, graph, importers, probes, reports

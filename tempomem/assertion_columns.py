@@ -17,7 +17,6 @@ from importlib import resources
 from typing import Any
 
 import duckdb
-import polars as pl
 import pyarrow as pa
 
 from .schema import LINK_TYPES
@@ -36,23 +35,19 @@ def _statement() -> str:
     return resources.files("tempomem").joinpath("assertion_columns.sql").read_text()
 
 
-def _arrow(rows: Any) -> pa.Table | None:
-    """The batch as an Arrow table, or ``None`` when Arrow cannot hold it column-wise."""
+def _arrow(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
+    """The batch as an Arrow table, or ``None`` when Arrow cannot hold it column-wise. A list of
+    dicts is read strictly, a column of one Python type (``frames`` would read a column mixing
+    types as text, and ``True`` would pass for a subject)."""
+    if isinstance(rows, pa.Table):
+        return rows
     try:
-        if isinstance(rows, list):
-            names = set().union(*rows)
-            if not names <= FIELDS:
-                return None
-            return pa.table({name: [row.get(name) for row in rows] for name in sorted(names)})
-        if isinstance(rows, pl.DataFrame):
-            return rows.to_arrow()
-        if isinstance(rows, pa.Table):
-            return rows
-        if type(rows).__module__.startswith("pandas"):
-            return pa.Table.from_pandas(rows, preserve_index=False)
+        names = set().union(*rows)
+        if not names <= FIELDS:
+            return None
+        return pa.table({name: [row.get(name) for row in rows] for name in sorted(names)})
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
-    return None
 
 
 def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
@@ -86,7 +81,7 @@ def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
         return None
 
 
-def checked(rows: Any) -> pa.Table | None:
+def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     """The batch as operations (``bulk.OPS_SCHEMA`` but ``kind``, ``commit_time`` and
     ``target_op``), or ``None`` when it must be validated row by row (see the module doc)."""
     table = _arrow(rows)

@@ -7,8 +7,10 @@ and nothing is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any, Protocol
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -17,8 +19,15 @@ from .errors import ClockError, ConflictError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact, facts_from_table
 from .times import system_clock
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class Engine(Protocol):
+    """What the set-based path needs of :class:`tempomem.engine.Engine`, which calls it (so that
+    this module need not import the engine back)."""
+
+    def commit_time(self) -> datetime: ...
+    def connection(self) -> duckdb.DuckDBPyConnection: ...
+    def rules(self) -> tuple[dict[str, tuple[str, str | None]], str]: ...
+    def commit(self, table: pa.Table, recorded_at: datetime) -> int: ...
 
 _TS = pa.timestamp("us", tz="UTC")
 OPS_SCHEMA = pa.schema([

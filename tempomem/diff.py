@@ -20,7 +20,7 @@ from .schema import FACT_COLUMNS
 from .times import TimeLike, to_utc
 
 if TYPE_CHECKING:
-    from .store import Memory
+    from .reader import Reader
 
 #: Columns of ``MemoryDiff.changed``, in order (SPEC §8).
 CHANGED_COLUMNS = [
@@ -80,15 +80,12 @@ def _names(values: str | Iterable[str] | None, field: str) -> list[str] | None:
     return items
 
 
-def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Iterable[str] | None = None,
+def diff(reader: Reader, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Iterable[str] | None = None,
          predicates: str | Iterable[str] | None = None) -> MemoryDiff:
     """What the store learned in the belief-time window ``[from_at, to_at)``.
 
     Every fact event lies in exactly one of ``created``, ``changed`` and ``retracted`` and in
     exactly one window, so the diffs of adjacent windows concatenate to the diff of their union.
-
-    >>> d = mem.diff("2026-03-01", "2026-04-01", subjects=["checkout-api"])  # doctest: +SKIP
-    >>> d.changed.select("before_object", "after_object")                    # doctest: +SKIP
     """
     lo = to_utc(from_at, field="from_at")
     hi = to_utc(to_at, field="to_at")
@@ -98,11 +95,10 @@ def diff(mem: Memory, from_at: TimeLike, to_at: TimeLike, *, subjects: str | Ite
         raise TempomemError(f"to_at: {hi.isoformat()} is before from_at {lo.isoformat()}")
     names = _names(subjects, "subjects")
     if names is not None:
-        salt = mem._storage.read_settings()["salt"]
+        salt = reader.storage.read_settings()["salt"]
         names = names + [hash_subject(salt, n) for n in names]
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
-    with mem._lock:
-        events = frame(mem._connection(), _DIFF_QUERY, params)
+    events = reader.read(frame, _DIFF_QUERY, params)
     return MemoryDiff(**{bucket: _bucket(events, bucket, columns) for bucket, columns in _BUCKET_COLUMNS.items()})
 
 

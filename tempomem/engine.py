@@ -269,11 +269,11 @@ class Engine:
     def _commit_group(self, group: list[_Request]) -> None:
         """Apply the group in queue order in one commit; a refused request leaves it alone."""
         try:
-            self._cache.sync(self)
+            self._cache.sync(self.storage)
             commit_time = self.commit_time()
             keys = set().union(*(r.keys for r in group))
             ids = [i for r in group for i in r.fact_ids]
-            states = self._cache.states(self, keys, ids)
+            states = self._cache.states(self.storage, keys, ids)
             rules, default_policy = self.rules()
             live = list(group)
             while True:

@@ -45,8 +45,6 @@ def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = Non
     Afterwards no Parquet file or log entry of the store holds the name, nor the erased
     facts' objects or texts; each erased fact keeps its times as an ``erased`` tombstone whose
     last revision carries ``reason``. ``scope=None`` erases it in every scope.
-
-    >>> mem.forget("customer-42", reason="GDPR request 2026-118")  # doctest: +SKIP
     3
     """
     if not isinstance(subject, str) or not subject.strip():

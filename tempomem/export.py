@@ -30,8 +30,11 @@ _PARQUET_SELECT = "SELECT r.* FROM revisions r ORDER BY r.scope, r.subject, r.pr
 def export(mem: Memory, out: str | os.PathLike[str], format: str = "parquet") -> int:
     """Write every revision of ``mem`` to the file ``out``; returns the number of rows.
 
-    >>> tm.export.export(mem, "memory.parquet")  # doctest: +SKIP
-    >>> tm.open("copy.tm", create=True).backfill("memory.parquet").loaded  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")
+    >>> tm.export.export(mem, folder / "memory.parquet")
+    1
+    >>> tm.open(folder / "copy.tm", create=True).backfill(folder / "memory.parquet").loaded
+    1
     """
     if format not in EXPORT_FORMATS:
         raise TempomemError(f"format: must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")

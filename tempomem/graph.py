@@ -65,10 +65,11 @@ class _Adjacency:
 
 def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
     """tempomem's connection with its index, ``_tm_entities`` and ``tm_out_links`` in memory and
-    up to date (hold ``mem._lock``)."""
-    con = prepared_connection(mem)
-    version = indexed_version(mem)
-    adjacency: _Adjacency | None = getattr(mem, "_graph_cache", None)
+    up to date (hold ``mem.reader.lock``)."""
+    reader = mem.reader
+    con = prepared_connection(reader)
+    version = indexed_version(reader)
+    adjacency: _Adjacency | None = reader.caches.get("graph")
     if adjacency is not None and adjacency.con is con and adjacency.version == version:
         return con
     con.execute("CREATE OR REPLACE TABLE _tm_entity_cache AS SELECT n.* FROM _tm_entities_live AS n")
@@ -86,10 +87,10 @@ def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
         row_type = con.sql("SELECT l.* EXCLUDE (src_id) FROM _tm_links AS l LIMIT 0")
         con.execute("DROP MACRO tm_out_links")
         con.create_function(
-            "tm_out_links", lambda ids: mem._graph_cache.out_links(ids), [duckdb.sqltype("INTEGER")],
+            "tm_out_links", lambda ids: reader.caches["graph"].out_links(ids), [duckdb.sqltype("INTEGER")],
             duckdb.list_type(duckdb.struct_type(dict(zip(row_type.columns, row_type.types, strict=True)))),
             type="arrow", side_effects=False)
-    mem._graph_cache = fresh  # type: ignore[attr-defined]
+    reader.caches["graph"] = fresh
     return con
 
 
@@ -135,13 +136,16 @@ def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | No
     hops), ``score`` (best path: product of its hop values), ``path`` (that path's fact_ids),
     best score first.
 
-    >>> tm.graph.traverse(mem, "checkout-api", depth=2, valid_at="2026-03-15T08:00Z")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "depends_on", "payments-db", valid_from="2026-01-01", link_type="causal")
+    >>> _ = mem.assert_fact("payments-db", "engine", "postgres", valid_from="2026-01-01")  # an entity: it has facts
+    >>> tm.graph.traverse(mem, "checkout-api", depth=2, valid_at="2026-03-15").select("entity", "depth", "score").rows()
+    [('payments-db', 1, 1.5)]
     """
     factors = _multipliers(multipliers)
     now = mem.now()
     at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
-    with mem._lock:
+    with mem.reader.lock:
         return frame(
             _prepared(mem),
             """SELECT * FROM tm_traverse($start, $depth, $valid_at, $believed_at,
@@ -165,7 +169,11 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
     ``changed_at``, ``learned_at`` (when the store first held that change) and
     ``known_at_time`` (``learned_at <= at``). ``lookback`` is a DuckDB interval text.
 
-    >>> tm.graph.dependency_changes(mem, "checkout-api", "2026-03-15T08:00Z")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "depends_on", "payments-db", valid_from="2026-01-01")
+    >>> _ = mem.assert_fact("payments-db", "version", "15", valid_from="2026-03-15T07:00Z")
+    >>> changes = tm.graph.dependency_changes(mem, "checkout-api", "2026-03-15T08:00Z")
+    >>> changes.select("dependency", "object", "change", "known_at_time").rows()  # learned on 03-20
+    [('payments-db', '15', 'started', False)]
     """
     when = to_utc(at, field="at")
     if when is None:
@@ -173,7 +181,7 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
     if not isinstance(lookback, str) or not lookback.strip():
         raise TempomemError(f"lookback: expected an interval such as '24 hours', got {lookback!r}")
     believed = to_utc(believed_at, field="believed_at") or mem.now()
-    with mem._lock:
+    with mem.reader.lock:
         con = _prepared(mem)
         try:
             con.sql("SELECT CAST($l AS INTERVAL)", params={"l": lookback}).fetchall()

@@ -16,8 +16,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .backfill import _as_arrow
 from .errors import TempomemError, TimeParseError
+from .frames import as_arrow
 from .timegrammar import reason_sql, time_sql
 
 ROW = "_tm_row"
@@ -43,10 +43,7 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     ``optional`` column present in the input (else NULL) as text, and ``times`` as TIMESTAMPTZ.
     Raises :class:`TempomemError` naming ``field`` for a missing column or an unreadable time.
     """
-    try:
-        table = _as_arrow(data)
-    except TempomemError as exc:
-        raise TempomemError(f"{field}: {str(exc).partition(': ')[2]}") from None
+    table = as_arrow(data, field=field, paths=True)
     missing = [c for c in required if c not in table.column_names]
     if missing:
         raise TempomemError(f"{field}: no {missing[0]!r} column (columns: {', '.join(table.column_names) or 'none'})")

@@ -17,66 +17,35 @@ does on first use.
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from .errors import TempomemError
-from .times import TimeLike, to_utc
-
-try:
-    import matplotlib
-    from matplotlib.figure import Figure
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("tempomem.plot needs matplotlib, a dependency of tempomem: pip install tempomem") from exc
-
 import matplotlib.dates as mdates
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+import polars as pl
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from . import figures
+from .errors import TempomemError
+from .plot_sequenced import sequenced
+from .times import TimeLike, to_utc
+
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from .store import Memory
 
 __all__ = ["bitemporal", "divergence", "ingestion_lag", "lifeline", "sequenced"]
 
-#: Object colours, assigned in order of first appearance so one value keeps one colour.
-_PALETTE = list(matplotlib.colormaps["tab10"].colors)
 _OPEN_ARROW = {"arrowstyle": "-|>", "color": "0.15", "lw": 1.4, "mutation_scale": 12}
 _PROBE_COLOR = "#c0392b"
 _BELIEF_COLOR = "#1f4e8c"
 #: Log-scale ticks for durations, in seconds.
 _LAG_TICKS = [(1, "1s"), (60, "1m"), (3600, "1h"), (86400, "1d"), (7 * 86400, "1w"),
               (30 * 86400, "30d"), (365 * 86400, "1y")]
-
-
-# -- shared helpers ----------------------------------------------------------------------------
-
-class _Figure(Figure):
-    """A matplotlib Figure that Jupyter shows as a PNG even when pyplot was never imported."""
-
-    def _repr_png_(self) -> bytes:
-        buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=self.dpi)
-        return buffer.getvalue()
-
-
-def _figure(figsize: tuple[float, float], dpi: int) -> Figure:
-    """A figure on its own Agg canvas (never pyplot: no global state, no GUI backend)."""
-    fig = _Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Figure, out: str | os.PathLike[str] | None) -> Figure:
-    if out is not None:
-        fig.savefig(os.fspath(out), dpi=fig.dpi)
-    return fig
 
 
 def _time(value: TimeLike | None, field: str) -> datetime | None:
@@ -89,16 +58,6 @@ def _span(values: Sequence[datetime | None], minimum: timedelta = timedelta(days
     lo, hi = min(known), max(known)
     width = max(hi - lo, minimum)
     return lo - width * 0.06, hi + width * 0.16
-
-
-def _colors(objects: Sequence[str | None]) -> dict[str | None, Any]:
-    return {obj: _PALETTE[i % len(_PALETTE)] for i, obj in enumerate(dict.fromkeys(objects))}
-
-
-def _date_axis(axis: Any, offset: bool = True) -> None:
-    locator = mdates.AutoDateLocator(minticks=3, maxticks=7)
-    axis.set_major_locator(locator)
-    axis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=offset))
 
 
 # -- (1) the bitemporal chart of one key ---------------------------------------------------------
@@ -131,9 +90,9 @@ def bitemporal(mem: Memory, subject: str, predicate: str | None = None, *, scope
     rows = revs.to_dicts()
     x_lo, x_hi = _span([r[c] for r in rows for c in ("valid_from", "valid_to")] + [probe])
     y_lo, y_hi = _span([r[c] for r in rows for c in ("recorded_at", "believed_until")] + [belief])
-    colors = _colors([r["object"] for r in rows])
+    colors = figures.colors([r["object"] for r in rows])
 
-    fig = _figure(figsize, dpi)
+    fig = figures.figure(figsize, dpi)
     axes = fig.subplots(len(predicates), 1, sharex=True, squeeze=False)[:, 0]
     for ax, pred in zip(axes, predicates, strict=True):
         for r in (r for r in rows if r["predicate"] == pred):
@@ -148,8 +107,8 @@ def bitemporal(mem: Memory, subject: str, predicate: str | None = None, *, scope
         ax.set_ylabel("belief time (recorded)")
         ax.grid(True, color="0.9", lw=0.6)
         ax.set_axisbelow(True)
-        _date_axis(ax.xaxis)
-        _date_axis(ax.yaxis, offset=False)
+        figures.date_axis(ax.xaxis)
+        figures.date_axis(ax.yaxis, offset=False)
     axes[-1].set_xlabel("valid time")
     handles: list[Any] = []
     if any(r["retracted_at"] is not None or r["status"] == "retracted" for r in rows):
@@ -161,7 +120,7 @@ def bitemporal(mem: Memory, subject: str, predicate: str | None = None, *, scope
                                                label=f"believed at {belief:%Y-%m-%d %H:%M}"))
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
-    return _save(fig, out)
+    return figures.save(fig, out)
 
 
 def _revision_box(ax: Any, r: dict[str, Any], color: Any, xs: tuple[datetime, datetime],
@@ -221,10 +180,10 @@ def lifeline(mem: Memory, subject: str, *, scope: str | None = None, include_ret
         raise TempomemError(f"subject: no facts recorded on {subject!r}")
     rows = facts.sort("predicate", "valid_from", "recorded_at", nulls_last=False).to_dicts()
     x_lo, x_hi = _span([r[c] for r in rows for c in ("valid_from", "valid_to", "recorded_at")] + [probe])
-    colors = _colors([r["object"] for r in rows])
+    colors = figures.colors([r["object"] for r in rows])
     lanes = _lanes(rows, x_lo, x_hi)
 
-    fig = _figure(figsize, dpi)
+    fig = figures.figure(figsize, dpi)
     ax = fig.subplots()
     predicates = list(dict.fromkeys(r["predicate"] for r in rows))
     for r, (lane, sub, subs) in zip(rows, lanes, strict=True):
@@ -252,14 +211,14 @@ def lifeline(mem: Memory, subject: str, *, scope: str | None = None, include_ret
     ax.set_yticks(range(len(predicates)), predicates)
     ax.set_ylim(len(predicates) - 0.5, -0.5)
     ax.set_xlim(x_lo, x_hi)
-    _date_axis(ax.xaxis)
+    figures.date_axis(ax.xaxis)
     ax.set_xlabel("valid time (bars) · ▼ when it was learned")
     ax.set_title(f"{subject}: lifeline", loc="left", fontsize=10)
     ax.grid(True, axis="x", color="0.9", lw=0.6)
     ax.set_axisbelow(True)
     if probe is not None:
         fig.legend(loc="outside lower right", fontsize=8, frameon=False)
-    return _save(fig, out)
+    return figures.save(fig, out)
 
 
 def _lanes(rows: list[dict[str, Any]], x_lo: datetime, x_hi: datetime) -> list[tuple[int, int, int]]:
@@ -311,7 +270,7 @@ def ingestion_lag(mem: Memory, *, out: str | os.PathLike[str] | None = None,
                 (pl.col("lag_s") <= 0).sum().alias("non_positive"),
                 pl.col("lag_s").filter(pl.col("lag_s") > 0).quantile(0.9, "higher").alias("p90"))
            .sort("predicate", descending=True))
-    fig = _figure(figsize, dpi)
+    fig = figures.figure(figsize, dpi)
     ax = fig.subplots()
     labels = []
     for i, row in enumerate(per.iter_rows(named=True)):
@@ -319,12 +278,12 @@ def ingestion_lag(mem: Memory, *, out: str | os.PathLike[str] | None = None,
         if values:
             ax.boxplot([values], positions=[i], orientation="horizontal", widths=0.55, whis=(5, 95),
                        showfliers=False, patch_artist=True,
-                       boxprops={"facecolor": (*_PALETTE[0][:3], 0.25), "edgecolor": _PALETTE[0]},
-                       medianprops={"color": _PALETTE[3], "lw": 2})
+                       boxprops={"facecolor": (*figures.PALETTE[0][:3], 0.25), "edgecolor": figures.PALETTE[0]},
+                       medianprops={"color": figures.PALETTE[3], "lw": 2})
             # Deterministic jitter: dots spread by their rank so the picture is reproducible.
             jitter = [((k * 0.6180339887 + 0.5) % 1 - 0.5) * 0.4 for k in range(len(values))]
             ax.scatter(values, [i + j for j in jitter], s=8, color="0.25", alpha=0.5, zorder=3, lw=0)
-            ax.scatter([row["p90"]], [i], marker="D", s=36, color=_PALETTE[1], zorder=4,
+            ax.scatter([row["p90"]], [i], marker="D", s=36, color=figures.PALETTE[1], zorder=4,
                        label="p90" if i == 0 or not labels else None)
         extra = f", ≤0: {row['non_positive']}" if row["non_positive"] else ""
         labels.append(f"{row['predicate']}\n(n={len(values) + row['non_positive']}{extra})")
@@ -344,13 +303,14 @@ def ingestion_lag(mem: Memory, *, out: str | os.PathLike[str] | None = None,
     ax.set_axisbelow(True)
     if any(per["positive"].list.len() > 0):
         ax.legend(loc="lower right", fontsize=8)
-    return _save(fig, out)
+    return figures.save(fig, out)
 
 
 # -- (4) divergence rate -----------------------------------------------------------------------
 
 #: Divergence kinds of SPEC §10 in stacking order, with their colours.
-_KINDS = [("learned_late", _PALETTE[1]), ("corrected", _PALETTE[3]), ("not_yet_known", _PALETTE[7])]
+_KINDS = [("learned_late", figures.PALETTE[1]), ("corrected", figures.PALETTE[3]),
+          ("not_yet_known", figures.PALETTE[7])]
 
 
 def divergence(result: pl.DataFrame, *, by: str = "predicate", out: str | os.PathLike[str] | None = None,
@@ -376,7 +336,7 @@ def divergence(result: pl.DataFrame, *, by: str = "predicate", out: str | os.Pat
                   pl.col("diverged").fill_null(False).mean().alias("rate"),
                   *[((pl.col("kind") == k) & pl.col("diverged").fill_null(False)).mean().alias(k) for k, _ in _KINDS])
              .sort("rate", by))
-    fig = _figure(figsize, dpi)
+    fig = figures.figure(figsize, dpi)
     ax = fig.subplots()
     names = rates[by].cast(pl.String).to_list()
     left = [0.0] * rates.height
@@ -393,8 +353,7 @@ def divergence(result: pl.DataFrame, *, by: str = "predicate", out: str | os.Pat
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(True, axis="x", color="0.9", lw=0.6)
     ax.set_axisbelow(True)
-    return _save(fig, out)
+    return figures.save(fig, out)
 
 
 # (5) sequenced: a frame of mem.sequenced over its bins (its own module, which uses the helpers above)
-from .plot_sequenced import sequenced  # noqa: E402

@@ -1,6 +1,6 @@
 """``tm.plot.sequenced``: a frame of ``mem.sequenced`` as a heat strip or a stacked area over its bins.
 
-Part of :mod:`tempomem.plot` (which re-exports it and whose helpers it uses); kept apart so that
+Part of :mod:`tempomem.plot`, which re-exports it; both draw with :mod:`tempomem.figures`. Kept apart so that
 each module stays short.
 """
 
@@ -14,8 +14,8 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from . import figures
 from .errors import TempomemError
-from .plot import _colors, _date_axis, _figure, _save
 
 _NEEDED = ("bin_from", "bin_to", "subject", "predicate", "object", "coverage")
 _OTHER = "other"
@@ -45,17 +45,17 @@ def sequenced(frame: pl.DataFrame, *, kind: str = "strip", top: int = 12, out: s
         raise TempomemError(f"kind: must be 'strip' or 'area', got {kind!r}")
     if top < 1:
         raise TempomemError(f"top: must be at least 1, got {top}")
-    fig = _figure(figsize, dpi)
+    fig = figures.figure(figsize, dpi)
     ax = fig.subplots()
     if kind == "strip":
         _strip(ax, frame.with_columns(label=_label_expr(frame, ("subject", "predicate"))), top)
     else:
         _area(ax, frame.with_columns(label=_label_expr(frame, ("predicate",))), top)
     ax.set_xlim(mdates.date2num(frame["bin_from"].min()), mdates.date2num(frame["bin_to"].max()))
-    _date_axis(ax.xaxis)
+    figures.date_axis(ax.xaxis)
     ax.set_xlabel("valid time (bins)")
     ax.set_axisbelow(True)
-    return _save(fig, out)
+    return figures.save(fig, out)
 
 
 def _label_expr(frame: pl.DataFrame, keys: tuple[str, ...]) -> pl.Expr:
@@ -81,7 +81,7 @@ def _strip(ax: Any, frame: pl.DataFrame, top: int) -> None:
               .sort(["w", "label"], descending=[True, False]))
     shown = weight.head(top)
     lanes = {label: i for i, label in enumerate(sorted(shown["label"].to_list()))}
-    colors = _colors(sorted(shown["object"].to_list()))
+    colors = figures.colors(sorted(shown["object"].to_list()))
     object_of = dict(zip(shown["label"], shown["object"], strict=True))
     cells = _cells(frame.filter(pl.col("label").is_in(list(lanes))), "label")
     ax.bar(cells["x0"].to_list(), 0.8, width=(cells["x1"] - cells["x0"]).to_list(),
@@ -106,7 +106,7 @@ def _area(ax: Any, frame: pl.DataFrame, top: int) -> None:
     order = [label for label in totals["label"].to_list() if label in keep]
     if totals.height > len(keep):
         order.append(_OTHER)
-    colors = _colors(order)
+    colors = figures.colors(order)
     bins = cells.select("x0", "x1").unique().sort("x0")
     bottom = dict.fromkeys(bins["x0"].to_list(), 0.0)
     for label in order:

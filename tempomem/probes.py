@@ -169,8 +169,8 @@ def generate(mem: Memory) -> pl.DataFrame:
     Columns ``probe_id`` (``learned_late:<fact_id>`` or ``retraction:<fact_id>``), ``scope``,
     ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
     """
-    with mem._lock:
-        return frame(mem._connection(), _GENERATED)
+    with mem.reader.lock:
+        return frame(mem.reader.connection(), _GENERATED)
 
 
 def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
@@ -187,7 +187,7 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     """
     if probes is None:
         probes = generate(mem)
-    with mem._lock, registered(mem._connection(), probes, field="probes", name="_tm_probes",
+    with mem.reader.lock, registered(mem.reader.connection(), probes, field="probes", name="_tm_probes",
                                required=("subject", "predicate", "valid_at", "believed_at"),
                                times=("valid_at", "believed_at"), optional=("scope",)) as (con, original):
         answers = frame(con, _DIVERGENCE)
@@ -214,7 +214,7 @@ def at_events(mem: Memory, events: Any, *, at: str = "at", subject: str = "subje
     names = {"at": at, "subject": subject, "predicate": predicate}
     if len(set(names.values())) < len(names):
         raise TempomemError(f"events: at, subject and predicate must name three columns, got {names}")
-    with mem._lock, _events_registered(mem, events, names) as (con, original):
+    with mem.reader.lock, _events_registered(mem, events, names) as (con, original):
         con.execute(_EVENT_PROBES.format(**{k: _quote(v) for k, v in names.items()}))
         try:
             answers = frame(con, _AT_EVENTS)
@@ -229,7 +229,7 @@ def _events_registered(mem: Memory, events: Any, names: dict[str, str]
     """The events as the table ``_tm_events_in`` (:func:`tempomem.inputs.registered`), refusing a
     column that the result would add."""
     try:
-        with registered(mem._connection(), events, field="events", name="_tm_events_in",
+        with registered(mem.reader.connection(), events, field="events", name="_tm_events_in",
                         required=(names["at"], names["subject"], names["predicate"]), times=(names["at"],),
                         optional=("scope",)) as (con, original):
             taken = [c for c in EVENT_COLUMNS if c in original.columns]

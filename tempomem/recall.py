@@ -32,7 +32,7 @@ from .trust import trust_filters
 
 if TYPE_CHECKING:
     from .engine import Engine
-    from .store import Memory
+    from .reader import Reader
 
 
 _SCORES_SCHEMA = pa.schema([("fact_id", pa.string()), ("revision", pa.int32()), ("score", pa.float64())])
@@ -58,11 +58,11 @@ class _Cache:
     index_version: int = -2
 
 
-def store_embedder(mem: Memory) -> Embedder:
+def store_embedder(reader: Reader) -> Embedder:
     """The store's embedder: the one given to ``tm.open``, else the local hashing embedder."""
-    if mem.embedder is None:
-        mem.embedder = default_embedder()
-    return mem.embedder
+    if reader.embedder is None:
+        reader.embedder = default_embedder()
+    return reader.embedder
 
 
 def _matching_embedder(storage: Storage, embedder: Embedder, *, record: bool) -> None:
@@ -142,16 +142,16 @@ def _load_vectors(con: duckdb.DuckDBPyConnection, file: str) -> list[_Vectors]:
     return out
 
 
-def _refresh(mem: Memory, con: duckdb.DuckDBPyConnection, *, vectors: bool = True) -> _Cache:
+def _refresh(reader: Reader, con: duckdb.DuckDBPyConnection, *, vectors: bool = True) -> _Cache:
     """Bring the in-memory index (and, with ``vectors``, the vectors) of ``con`` up to date."""
-    cache: _Cache | None = getattr(mem, "_recall_cache", None)
+    cache: _Cache | None = reader.caches.get("recall")
     if cache is None or cache.con is not con:
         con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())  # the macro binds at creation
         con.execute("CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE "
                     "SELECT s.fact_id, s.revision, s.score FROM _tm_query_scores AS s")
         cache = _Cache(con)
-        mem._recall_cache = cache  # type: ignore[attr-defined]
-    snap = mem._storage.snapshot()
+        reader.caches["recall"] = cache
+    snap = reader.storage.snapshot()
     if cache.index_version != snap.version:
         # Every revision without its vector: the time slice and the rows an answer returns.
         con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS "
@@ -195,24 +195,24 @@ def _scores(cache: _Cache, query: list[float]) -> list[tuple[_Vectors, np.ndarra
     return out
 
 
-def prepared_connection(mem: Memory) -> duckdb.DuckDBPyConnection:
-    """The store's connection with its in-memory time-slice index up to date (hold ``mem._lock``)."""
-    con = mem._connection()
-    _refresh(mem, con, vectors=False)
+def prepared_connection(reader: Reader) -> duckdb.DuckDBPyConnection:
+    """The store's connection with its in-memory time-slice index up to date (hold ``reader.lock``)."""
+    con = reader.connection()
+    _refresh(reader, con, vectors=False)
     return con
 
 
-def indexed_version(mem: Memory) -> int:
+def indexed_version(reader: Reader) -> int:
     """The store version the in-memory index was built from (after :func:`prepared_connection`)."""
-    return mem._recall_cache.index_version  # type: ignore[attr-defined]
+    return reader.caches["recall"].index_version
 
 
-def _query_vector(mem: Memory, query: Any) -> list[float]:
+def _query_vector(reader: Reader, query: Any) -> list[float]:
     if isinstance(query, str):
         if not query.strip():
             raise TempomemError("query: must not be empty")
-        embedder = store_embedder(mem)
-        _matching_embedder(Storage(mem.path), embedder, record=False)
+        embedder = store_embedder(reader)
+        _matching_embedder(Storage(reader.storage.path), embedder, record=False)
         return _embed_texts(embedder, [query])[0].tolist()
     try:
         vector = np.asarray(query, dtype=np.float64)
@@ -250,22 +250,22 @@ def _best(scores: list[tuple[_Vectors, np.ndarray]], wanted: int) -> tuple[pa.Ta
     return offered, offered.num_rows == total
 
 
-def recall(mem: Memory, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
+def recall(reader: Reader, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
            believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
            trusted: Any = None) -> pl.DataFrame:
     """See :meth:`Memory.recall`."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise TempomemError(f"k: must be a positive integer, got {k!r}")
-    vector = _query_vector(mem, query)
-    now = mem.now()
+    vector = _query_vector(reader, query)
+    now = reader.now()
     at: datetime = to_utc(valid_at, field="valid_at") or now  # type: ignore[assignment]
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
     policy = trust_filters(trusted)  # the same policy as as_of/current (tempomem.trust)
-    with mem._lock:
-        cache = _refresh(mem, mem._connection())
+    with reader.lock:
+        cache = _refresh(reader, reader.connection())
         if any(cache.missing.values()):
-            mem.embed()
-            cache = _refresh(mem, mem._connection())
+            embed(reader.engine, store_embedder(reader))
+            cache = _refresh(reader, reader.connection())
         scores = _scores(cache, vector)
         params = {"q": vector, "k": k, "valid_at": at, "believed_at": believed, "subject": subject,
                   "predicate": predicate, "sources": policy["trusted_sources"],

@@ -105,8 +105,8 @@ def fact_lags(mem: Memory, by: Sequence[str] = ("predicate",)) -> pl.DataFrame:
     groups = _groups(by)
     # the group names are checked against LAG_GROUPS: fixed identifiers, never user text
     query = _LAGS.format(groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all")
-    with mem._lock:
-        out = frame(mem._connection(), query)
+    with mem.reader.lock:
+        out = frame(mem.reader.connection(), query)
     return out.select(*groups, lag=pl.col("lag_us").cast(pl.Duration("us")))
 
 
@@ -129,8 +129,8 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
         group_by=("GROUP BY " + ", ".join(f"l.{g}" for g in groups)) if groups else "",
         order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
     )
-    with mem._lock:
-        out = frame(mem._connection(), query, {"limit_us": limit_us})
+    with mem.reader.lock:
+        out = frame(mem.reader.connection(), query, {"limit_us": limit_us})
     return out.with_columns(pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max"))
 
 
@@ -157,8 +157,8 @@ def exposure(mem: Memory) -> pl.DataFrame:
 
     >>> tm.reports.exposure(mem).select("subject", "object", "exposure")  # doctest: +SKIP
     """
-    with mem._lock:
-        rows = frame(mem._connection(), _EXPOSURE)
+    with mem.reader.lock:
+        rows = frame(mem.reader.connection(), _EXPOSURE)
     return (
         rows.with_columns((pl.col("exposure_to") - pl.col("exposure_from")).alias("exposure"))
         .filter(pl.col("exposure") > timedelta(0))
@@ -194,7 +194,7 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
     >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
     """
-    with mem._lock, registered(mem._connection(), decisions, field="decisions", name="_tm_decisions",
+    with mem.reader.lock, registered(mem.reader.connection(), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
         con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS
@@ -239,8 +239,8 @@ def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified"
     >>> tm.reports.displacements(mem, trusted_sources=["tool_verified", "user"])  # doctest: +SKIP
     """
     sources = [trusted_sources] if isinstance(trusted_sources, str) else list(trusted_sources)
-    settings = mem._storage.read_settings()
+    settings = mem.reader.storage.read_settings()
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
-    with mem._lock:
-        return frame(mem._connection(), _DISPLACEMENTS,
+    with mem.reader.lock:
+        return frame(mem.reader.connection(), _DISPLACEMENTS,
                      {"trusted": sources, "min_confidence": float(min_confidence), "multi": multi})

@@ -3,7 +3,7 @@
 -- revision of the same fact was recorded (`believed_until`, NULL while it is the belief).
 --
 -- Files are append-only, so a row cannot be updated when its successor arrives. Instead the
--- store now and then *folds* itself (storage.py): it rewrites every row with `folded = true`
+-- store now and then *folds* itself (storage/folder.py): it rewrites every row with `folded = true`
 -- and `folded_until` = its `believed_until` at that moment. Rows written since (`folded` not
 -- true) are few, and only they need a window. `_tm_fresh_events` is the part of `_tm_events`
 -- that may hold them (connection.py binds it to the files that do; `_tm_events` itself will do):
@@ -111,7 +111,7 @@ SELECT f.* EXCLUDE (revision, first_recorded_at, folded, folded_until, believed_
 FROM _tm_fresh AS f
 WHERE f.believed_until IS NULL;
 
--- The rows of a fold (storage.py): every revision with its belief end stored, in the stored
+-- The rows of a fold (storage/folder.py): every revision with its belief end stored, in the stored
 -- column order. After a fold no row is fresh and no read needs a window.
 CREATE OR REPLACE VIEW _tm_folded AS
 SELECT r.* EXCLUDE (believed_until, first_recorded_at), r.first_recorded_at,

@@ -19,7 +19,7 @@ from .queries import _filtered
 from .times import TimeLike, to_utc
 
 if TYPE_CHECKING:
-    from .store import Memory
+    from .reader import Reader
 
 #: The most bins one sequenced query may cut its window into.
 MAX_BINS = 1_000_000
@@ -70,7 +70,7 @@ def parse_every(every: str | timedelta) -> str:
     return f"{months} months {micros} microseconds"
 
 
-def _window(mem: Memory, from_at: TimeLike, to_at: TimeLike, every: str | timedelta) -> dict[str, object]:
+def _window(reader: Reader, from_at: TimeLike, to_at: TimeLike, every: str | timedelta) -> dict[str, object]:
     """The checked, bound parameters of a sequenced query."""
     lo = to_utc(from_at, field="from_at")
     hi = to_utc(to_at, field="to_at")
@@ -79,16 +79,16 @@ def _window(mem: Memory, from_at: TimeLike, to_at: TimeLike, every: str | timede
     if lo >= hi:
         raise TempomemError(f"to_at: must be after from_at ({_iso(lo)}), got {_iso(hi)}")
     step = parse_every(every)
-    with mem._lock:
-        count = mem._connection().sql("SELECT tm_bin_count($lo, $hi, $step)",
-                                      params={"lo": lo, "hi": hi, "step": step}).fetchall()[0][0]
+    with reader.lock:
+        count = reader.connection().sql("SELECT tm_bin_count($lo, $hi, $step)",
+                                        params={"lo": lo, "hi": hi, "step": step}).fetchall()[0][0]
     if count > MAX_BINS:
         raise TempomemError(f"every: {every!r} cuts [{_iso(lo)}, {_iso(hi)}) into more than {MAX_BINS:,} bins; "
                             "use a longer step or a shorter window")
     return {"from_at": lo, "to_at": hi, "every": step}
 
 
-def sequenced(mem: Memory, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
+def sequenced(reader: Reader, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
               believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
               scope: str | None = None) -> pl.DataFrame:
     """The valid-time history of one belief on calendar bins (SPEC §12, macro ``sequenced``).
@@ -102,16 +102,14 @@ def sequenced(mem: Memory, from_at: TimeLike, to_at: TimeLike, every: str | time
     Ordered by ``bin_from``, ``scope``, ``subject``, ``predicate``, ``object``, ``fact_id``.
     ``every``: see :func:`parse_every`. Raises :class:`TempomemError` when ``from_at`` is not
     before ``to_at``, ``every`` is not a positive step, or there would be more than 1,000,000 bins.
-
-    >>> mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
     """
-    params = _window(mem, from_at, to_at, every)
+    params = _window(reader, from_at, to_at, every)
     params["believed_at"] = to_utc(believed_at, field="believed_at")
-    return mem._read(_filtered, "tm_sequenced($from_at, $to_at, $every, believed_at := $believed_at)", params,
+    return reader.read(_filtered, "tm_sequenced($from_at, $to_at, $every, believed_at := $believed_at)", params,
                      {"subject": subject, "predicate": predicate, "scope": scope}, _SEQUENCED_ORDER)
 
 
-def coalesced(mem: Memory, *, believed_at: TimeLike | None = None, subject: str | None = None,
+def coalesced(reader: Reader, *, believed_at: TimeLike | None = None, subject: str | None = None,
               predicate: str | None = None, scope: str | None = None) -> pl.DataFrame:
     """The believed facts merged into maximal periods per value (SPEC §12, macro ``coalesced``).
 
@@ -122,11 +120,9 @@ def coalesced(mem: Memory, *, believed_at: TimeLike | None = None, subject: str 
     still true), ``facts`` (how many were merged) and ``fact_ids`` (by ``valid_from``, NULL
     first, then ``fact_id``). Ordered by ``scope``, ``subject``, ``predicate``, ``valid_from``
     (NULL first), ``object``. Facts with an empty valid interval take part in nothing.
-
-    >>> mem.coalesced(subject="checkout-api")  # doctest: +SKIP
     """
     # The macro's own order: asking for it again would sort every period a second time.
-    return mem._read(_filtered, "coalesced(believed_at := $believed_at)",
+    return reader.read(_filtered, "coalesced(believed_at := $believed_at)",
                      {"believed_at": to_utc(believed_at, field="believed_at")},
                      {"subject": subject, "predicate": predicate, "scope": scope}, "")
 

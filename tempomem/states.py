@@ -20,7 +20,7 @@ from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .storage import Storage
     from .writepath import Batch
 
 Key = tuple[str, str, str]
@@ -138,14 +138,14 @@ class StateCache:
         self._keys.clear()
         self._key_of.clear()
 
-    def sync(self, engine: Engine) -> None:
+    def sync(self, storage: Storage) -> None:
         """Bring the cache to the newest version: forget the keys of rows appended since."""
-        version = engine.storage.latest_version()
-        saved = engine.storage.read_clock() or {}
+        version = storage.latest_version()
+        saved = storage.read_clock() or {}
         epoch = saved.get("epoch", 0)
         if version == self.version and epoch == self.epoch:
             return
-        appended = None if epoch != self.epoch or self.version < 0 else engine.storage.appended_files(self.version)
+        appended = None if epoch != self.epoch or self.version < 0 else storage.appended_files(self.version)
         if appended is None or sum(rows for _, rows in appended) > _MAX_FOREIGN_ROWS:
             self.forget_all(version, epoch)
             return
@@ -157,14 +157,14 @@ class StateCache:
                     self._key_of.pop(fact_id, None)
         self.version, self.epoch = version, epoch
 
-    def states(self, engine: Engine, keys: set[Key], fact_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def states(self, storage: Storage, keys: set[Key], fact_ids: list[str]) -> dict[str, dict[str, Any]]:
         """Latest states of the believed facts of ``keys`` and of the facts ``fact_ids`` (any
         status, with the believed facts of their keys), read from the store where not cached."""
         out: dict[str, dict[str, Any]] = {}
         keys = set(keys)
         if len(self._keys) + len(keys) + len(fact_ids) > _MAX_KEYS:
             self.forget_all(self.version, self.epoch)
-        files = list(engine.storage.snapshot().files)
+        files = list(storage.snapshot().files)
         for fact_id in fact_ids:
             if fact_id in self._key_of:
                 keys.add(self._key_of[fact_id])

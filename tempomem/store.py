@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,13 +11,13 @@ from typing import Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
-from . import assertion_columns, diff, erasure, queries, sequenced
+from . import assertion_columns, diff, erasure, frames, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
+from .reader import Reader
 from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
 from .states import as_fact
 from .storage import Storage
@@ -37,8 +36,9 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     default policy for single-valued predicates (``None`` keeps what is stored). ``clock`` is a
     zero-argument callable returning an aware datetime, for tests.
 
-    >>> mem = tm.open("memory.tm", create=True)                       # doctest: +SKIP
-    >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")  # doctest: +SKIP
+    >>> mem = tm.open(folder / "memory.tm", create=True, predicates={"works_on": "multi"})
+    >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge").status
+    'live'
     """
     if policy is not None and policy not in POLICIES:
         raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
@@ -59,7 +59,7 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
             f"tempomem that wrote it (tempomem export) and backfill the file into a new store")
     mem = Memory(storage, clock=clock, embedder=embedder)
     if policy is not None and policy != stored["policy"]:
-        mem._engine.update_settings(lambda settings: settings.update(policy=policy))
+        mem.reader.engine.update_settings(lambda settings: settings.update(policy=policy))
     for predicate, arity in (predicates or {}).items():
         mem.declare(predicate, arity)
     return mem
@@ -71,11 +71,8 @@ class Memory:
     def __init__(self, storage: Storage, *, clock: Clock | None = None, embedder: Any = None) -> None:
         self._storage = storage
         self._engine = Engine(storage, clock)
-        self.embedder = embedder
-        self._lock = threading.RLock()
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._con_pid: int | None = None
-        self._bound_version = -2
+        #: The read side the features use (tempomem.reader): connection, lock, caches.
+        self.reader = Reader(storage, self._engine, embedder)
 
     def __repr__(self) -> str:
         return f"<tempomem.Memory at {self.path}>"
@@ -85,11 +82,13 @@ class Memory:
         """The store folder."""
         return self._storage.path
 
-    # -- settings ---------------------------------------------------------------------------
     def declare(self, predicate: str, arity: str = "single", policy: str | None = None) -> None:
         """Declare a predicate's arity (``single``/``multi``) and, for single, its policy.
 
-        >>> mem.declare("works_on", "multi")  # doctest: +SKIP
+        >>> mem.declare("works_on", "multi")
+        >>> _ = mem.assert_many([{"subject": "ana", "predicate": "works_on", "object": o} for o in ("api", "db")])
+        >>> sorted(mem.current("ana")["object"])
+        ['api', 'db']
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise TempomemError("predicate: must be a non-empty string")
@@ -100,16 +99,14 @@ class Memory:
         self._engine.update_settings(
             lambda settings: settings["predicates"].update({predicate: {"arity": arity, "policy": policy}}))
 
-    # -- connection ---------------------------------------------------------------------------
-    def _connection(self) -> duckdb.DuckDBPyConnection:
-        """This process's connection, bound to the newest committed version."""
-        if self._con is None or self._con_pid != os.getpid():
-            self._con, self._con_pid, self._bound_version = new_connection(), os.getpid(), -2
-        snap = self._storage.snapshot()
-        if snap.version != self._bound_version:
-            bind_files(self._con, snap.files, first=self._bound_version == -2)
-            self._bound_version = snap.version
-        return self._con
+    @property
+    def embedder(self) -> Any:
+        """The store's embedder (``tm.open(..., embedder=)``; the local default once recall used it)."""
+        return self.reader.embedder
+
+    @embedder.setter
+    def embedder(self, embedder: Any) -> None:
+        self.reader.embedder = embedder
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new DuckDB connection with the views ``facts`` and ``revisions`` and the macros.
@@ -117,24 +114,26 @@ class Memory:
         The connection sees the store as it is now; call ``connect()`` again to see later
         commits.
 
-        >>> mem.connect().sql("SELECT object FROM as_of('2025-01-01')").fetchall()  # doctest: +SKIP
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> mem.connect().sql("SELECT object FROM as_of('2026-03-15')").fetchall()
+        [('m5.xlarge',)]
         """
         con = new_connection()
         bind_files(con, self._storage.snapshot().files, first=True)
         return con
 
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
-        """Run SQL against the store (views and macros of :meth:`connect`); values go in ``params``."""
+        """Run SQL against the store (views and macros of :meth:`connect`); values go in ``params``.
+
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")
+        >>> mem.sql("SELECT count(*) FROM facts WHERE subject = $s", params={"s": "checkout-api"}).fetchall()
+        [(1,)]
+        """
         con = self.connect()
         try:
             return con.sql(query, params=params)
         except duckdb.Error as exc:
             raise TempomemError(f"sql: {exc}") from None
-
-    # -- reads ------------------------------------------------------------------------------
-    def _read(self, fn: Callable[..., pl.DataFrame], *args: Any, **kwargs: Any) -> pl.DataFrame:
-        with self._lock:
-            return fn(self._connection(), *args, **kwargs)
 
     def now(self) -> datetime:
         """The store clock's current time."""
@@ -148,19 +147,24 @@ class Memory:
         source/confidence policy: ``{"sources": ["tool_verified"], "min_confidence": 0.9}``,
         or a list of sources (see :mod:`tempomem.trust`).
 
-        >>> mem.current("checkout-api")  # doctest: +SKIP
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2099-01-01")
+        >>> mem.current("checkout-api").select("predicate", "object").rows()
+        [('instance_type', 'm5.xlarge')]
         """
-        return self._read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
+        return self.reader.read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
                           **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
               scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """What was true at ``valid_at``, as best we know today.
 
-        >>> mem.as_of("2026-03-15T08:00Z", "checkout-api")["object"].to_list()  # doctest: +SKIP
-        ['m5.xlarge']
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> mem.as_of("2026-03-05", "checkout-api")["object"].to_list()
+        ['m5.large']
         """
-        return self._read(queries.as_of, to_utc(valid_at, field="valid_at"),
+        return self.reader.read(queries.as_of, to_utc(valid_at, field="valid_at"),
                           subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
@@ -168,9 +172,13 @@ class Memory:
                     trusted: Any = None) -> pl.DataFrame:
         """What the memory believed at ``believed_at`` about ``valid_at`` (one row per revision).
 
-        >>> mem.as_believed("2026-03-15T08:00Z", "2026-03-15T08:00Z", "checkout-api")  # doctest: +SKIP
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> mem.as_believed("2026-03-15", "2026-03-19", "checkout-api").height  # recorded on 03-20
+        0
+        >>> mem.as_believed("2026-03-15", mem.now(), "checkout-api")["object"].to_list()
+        ['m5.xlarge']
         """
-        return self._read(queries.as_believed, to_utc(valid_at, field="valid_at"),
+        return self.reader.read(queries.as_believed, to_utc(valid_at, field="valid_at"),
                           to_utc(believed_at, field="believed_at"),
                           subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
@@ -179,17 +187,32 @@ class Memory:
         """Every fact recorded on a key in belief order, retracted ones included.
 
         ``revisions=True`` gives every revision instead of one row per fact.
+
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+        >>> _ = mem.correct(f.fact_id, reason="typo: it was never m5.large")
+        >>> mem.history("checkout-api").select("object", "status").rows()
+        [('m5.large', 'retracted')]
         """
-        return self._read(queries.history, subject, predicate, scope, revisions)
+        return self.reader.read(queries.history, subject, predicate, scope, revisions)
 
     def timeline(self, subject: str, *, scope: str | None = None) -> pl.DataFrame:
-        """The audit view of a subject: every revision of its facts, in belief order."""
-        return self._read(queries.timeline, subject, scope)
+        """The audit view of a subject: every revision of its facts, in belief order.
+
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+        >>> _ = mem.invalidate(f.fact_id, at="2026-03-10", reason="resized")
+        >>> mem.timeline("checkout-api")["status"].to_list()
+        ['live', 'ended']
+        """
+        return self.reader.read(queries.timeline, subject, scope)
 
     def get(self, fact_id: str) -> Fact:
-        """The fact with this id as currently believed; ``KeyError`` if there is none."""
-        with self._lock:
-            states = queries.latest_states(self._connection(), fact_id=fact_id)
+        """The fact with this id as currently believed; ``KeyError`` if there is none.
+
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")
+        >>> mem.get(f.fact_id).object
+        'm5.xlarge'
+        """
+        states = self.reader.read(queries.latest_states, fact_id=fact_id)
         if not states:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
         return as_fact(states[0])
@@ -198,9 +221,13 @@ class Memory:
              predicates: str | list[str] | None = None) -> MemoryDiff:
         """What the store learned in the belief window ``[from_at, to_at)`` (SPEC §8).
 
-        >>> mem.diff("2026-03-01", "2026-03-08").changed  # doctest: +SKIP
+        >>> start = mem.now()
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> d = mem.diff(start, "2100-01-01")
+        >>> d.created.select("subject", "object").rows(), d.changed.height
+        ([('checkout-api', 'm5.xlarge')], 0)
         """
-        return diff.diff(self, from_at, to_at, subjects=subjects, predicates=predicates)
+        return diff.diff(self.reader, from_at, to_at, subjects=subjects, predicates=predicates)
 
     def sequenced(self, from_at: TimeLike, to_at: TimeLike, every: str | timedelta, *,
                   believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
@@ -208,26 +235,39 @@ class Memory:
         """One row per bin of ``[from_at, to_at)`` and per fact believed then overlapping it, with
         ``coverage`` (SPEC §12); see :func:`tempomem.sequenced.sequenced`.
 
-        >>> mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-01T12:00Z")
+        >>> mem.sequenced("2026-03-01", "2026-03-03", "1d")["coverage"].to_list()
+        [0.5, 1.0]
         """
-        return sequenced.sequenced(self, from_at, to_at, every, believed_at=believed_at, subject=subject,
+        return sequenced.sequenced(self.reader, from_at, to_at, every, believed_at=believed_at, subject=subject,
                                    predicate=predicate, scope=scope)
 
     def coalesced(self, *, believed_at: TimeLike | None = None, subject: str | None = None,
                   predicate: str | None = None, scope: str | None = None) -> pl.DataFrame:
         """The believed facts of each value merged into maximal periods (SPEC §12); see
-        :func:`tempomem.sequenced.coalesced`."""
-        return sequenced.coalesced(self, believed_at=believed_at, subject=subject, predicate=predicate, scope=scope)
+        :func:`tempomem.sequenced.coalesced`.
+
+        >>> gold = {"subject": "svc", "predicate": "tier", "object": "gold"}
+        >>> _ = mem.assert_many([{**gold, "valid_from": "2026-01-01", "valid_to": "2026-02-01"},
+        ...                      {**gold, "valid_from": "2026-02-01"}])
+        >>> mem.coalesced(subject="svc").select("object", "facts").rows()
+        [('gold', 2)]
+        """
+        return sequenced.coalesced(self.reader, believed_at=believed_at, subject=subject, predicate=predicate,
+                                   scope=scope)
 
     def check(self) -> queries.CheckReport:
-        """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8)."""
+        """Verify the store's invariants; ``.problems`` lists each violation (SPEC §8).
+
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")
+        >>> mem.check().ok
+        True
+        """
         rules, _ = self._engine.rules()
         multi = [p for p, (arity, _) in rules.items() if arity == "multi"]
         stray = sorted(set(self._storage.data_files_on_disk()) - self._storage.referenced_files())
-        with self._lock:
-            return queries.problems(self._connection(), multi, stray)
+        return self.reader.read(queries.problems, multi, stray)
 
-    # -- writes -----------------------------------------------------------------------------
     def assert_fact(self, subject: str, predicate: str, object: str, *, valid_from: TimeLike | None = None,
                     valid_to: TimeLike | None = None, scope: str = "default", source: str = "user",
                     confidence: float = 0.9, text: str | None = None, artifact: str | None = None,
@@ -235,7 +275,9 @@ class Memory:
                     weight: float = 1.0) -> Fact:
         """Assert one fact (SPEC §5); returns it as stored (a duplicate returns the existing fact).
 
-        >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")  # doctest: +SKIP
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
+        >>> f.object, f.valid_from.isoformat(), f.valid_to
+        ('m5.xlarge', '2026-03-10T00:00:00+00:00', None)
         """
         args = {k: v for k, v in locals().items() if k not in ("self",)}
         return self.assert_many([args])[0]
@@ -243,19 +285,32 @@ class Memory:
     def assert_many(self, rows: Any) -> list[Fact]:
         """Assert many facts in row order, in one commit with one ``recorded_at`` (all or nothing).
 
-        ``rows``: a Polars, pandas or Arrow frame, or a list of dicts with the arguments of
+        ``rows``: a Polars, pandas or Arrow frame, a DuckDB relation, or a list of dicts with the arguments of
         :meth:`assert_fact` as columns.
+
+        >>> facts = mem.assert_many([{"subject": "svc", "predicate": "replicas", "object": "3"},
+        ...                          {"subject": "db", "predicate": "replicas", "object": "2"}])
+        >>> [f.subject for f in facts], facts[0].recorded_at == facts[1].recorded_at
+        (['svc', 'db'], True)
         """
-        if self._engine.set_based(_count(rows)):
+        if not isinstance(rows, list):
+            rows = frames.as_arrow(rows, field="rows")
+        if self._engine.set_based(len(rows)):
             checked = assertion_columns.checked(rows)
             if checked is not None:
                 return self._engine.checked_assertions(checked)
-        records = _records(rows)
+        records = frames.records(rows)
         news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
         return self._engine.assertions(news)
 
     def invalidate(self, fact_id: str, *, at: TimeLike, reason: str) -> Fact:
-        """The fact ended in the world at ``at`` (sets or corrects its end; a new revision)."""
+        """The fact ended in the world at ``at`` (sets or corrects its end; a new revision).
+
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+        >>> ended = mem.invalidate(f.fact_id, at="2026-03-10", reason="resized")
+        >>> ended.status, ended.valid_to.date().isoformat()
+        ('ended', '2026-03-10')
+        """
         end = to_utc(at, field="at")
         if end is None:
             raise TempomemError("at: an end time is required")
@@ -265,12 +320,19 @@ class Memory:
     def forget(self, subject: str, *, reason: str, scope: str | None = None) -> int:
         """Erase a subject from every file of the store, leaving tombstones; returns the facts erased.
 
-        >>> mem.forget("customer-42", reason="GDPR request")  # doctest: +SKIP
+        >>> _ = mem.assert_fact("customer-42", "iban", "FR76 3000 6000")
+        >>> mem.forget("customer-42", reason="GDPR request")
+        1
         """
         return erasure.forget(self._engine, subject, reason=reason, scope=scope)
 
     def correct(self, fact_id: str, *, reason: str) -> Fact:
-        """Retract a fact as never true: it leaves every belief from now on, its validity unchanged."""
+        """Retract a fact as never true: it leaves every belief from now on, its validity unchanged.
+
+        >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.large")
+        >>> mem.correct(f.fact_id, reason="misread the console").status
+        'retracted'
+        """
         why = clean_reason(reason)
         return self._engine.change(fact_id, lambda batch: batch.correct(fact_id, why))
 
@@ -293,7 +355,12 @@ class Memory:
         someone watches; ``False`` for none, or a ``progress(stage, rows_done)`` callback
         (:mod:`tempomem.progress`).
 
-        >>> mem.backfill("old_memory.csv", mapping={"ts": "recorded_at"}).loaded  # doctest: +SKIP
+        >>> report = mem.backfill([
+        ...     {"subject": "svc", "predicate": "owner", "object": "ana", "ts": "2025-06-01"},
+        ...     {"subject": "svc", "predicate": "owner", "object": "bo", "ts": "not a time"}],
+        ...     mapping={"ts": "recorded_at"})
+        >>> report.loaded, report.rejected["field"].to_list()
+        (1, ['recorded_at'])
         """
         from .backfill import backfill
         from .progress import reporter
@@ -302,8 +369,6 @@ class Memory:
             return backfill(self._engine, data, mapping=mapping, format=format, lenient=lenient, strict=strict,
                             resolve=resolve, epoch_unit=epoch_unit, progress=notify)
 
-
-    # -- recall (tempomem.recall) ---------------------------------------------------------
     def embed(self, embedder: Any = None) -> int:
         """Fill missing embeddings in bulk with ``embedder`` (default: the store's); returns rows filled.
 
@@ -311,16 +376,16 @@ class Memory:
         revisions, same ``recorded_at``/``ingested_at``), so no belief changes. Erased facts
         are never embedded.
 
-        >>> mem.embed()  # doctest: +SKIP
-        12
+        >>> _ = mem.assert_fact("customer-42", "iban", "DE89 3704")
+        >>> mem.embed()
+        1
         """
         from . import recall
 
-        return recall.embed(self._engine, embedder or recall.store_embedder(self))
+        return recall.embed(self._engine, embedder or recall.store_embedder(self.reader))
 
-    def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None,
-               believed_at: TimeLike | None = None, subject: str | None = None,
-               predicate: str | None = None, trusted: Any = None) -> pl.DataFrame:
+    def recall(self, query: Any, k: int = 5, *, valid_at: TimeLike | None = None, believed_at: TimeLike | None = None,
+               subject: str | None = None, predicate: str | None = None, trusted: Any = None) -> pl.DataFrame:
         """The ``k`` facts in force at (``valid_at``, ``believed_at``) most similar to ``query``.
 
         ``query`` is text (embedded by the store's embedder) or a vector. Times default to the
@@ -330,34 +395,12 @@ class Memory:
         facts meeting the trusted policy of :meth:`as_of` (see :mod:`tempomem.trust`).
         Facts still lacking an embedding are embedded first (see :meth:`embed`).
 
-        >>> mem.recall("customer 42 iban", k=1)["object"].to_list()  # doctest: +SKIP
+        >>> _ = mem.assert_fact("customer-42", "iban", "DE89 3704")
+        >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge")
+        >>> mem.recall("customer 42 iban", k=1)["object"].to_list()
         ['DE89 3704']
         """
         from . import recall
 
-        return recall.recall(self, query, k, valid_at=valid_at, believed_at=believed_at,
+        return recall.recall(self.reader, query, k, valid_at=valid_at, believed_at=believed_at,
                              subject=subject, predicate=predicate, trusted=trusted)
-
-
-def _count(rows: Any) -> int:
-    """How many rows a batch has, before it is read (0 for what :func:`_records` refuses)."""
-    if isinstance(rows, list | pa.Table):
-        return len(rows)
-    if isinstance(rows, pl.DataFrame) or type(rows).__module__.startswith("pandas"):
-        return len(rows)
-    return 0
-
-
-def _records(rows: Any) -> list[dict[str, Any]]:
-    """Rows of any supported frame type as a list of dicts (missing values as ``None``)."""
-    if isinstance(rows, list):
-        if not all(isinstance(r, dict) for r in rows):
-            raise TempomemError("rows: expected a list of dicts")
-        return rows
-    if isinstance(rows, pl.DataFrame):
-        return rows.to_dicts()
-    if isinstance(rows, pa.Table):
-        return rows.to_pylist()
-    if type(rows).__module__.startswith("pandas"):
-        return pa.Table.from_pandas(rows, preserve_index=False).to_pylist()
-    raise TempomemError(f"rows: expected a Polars, pandas or Arrow frame or a list of dicts, got {type(rows).__name__}")

@@ -53,7 +53,7 @@ WINDOW w AS (PARTITION BY fact_id ORDER BY revision)
 
 def assert_previous_columns(mem: tm.Memory) -> None:
     """Every stored row's prev_* columns are the previous revision's (NULL on revision 1)."""
-    con = mem._connection()
+    con = mem.reader.connection()
     stored = con.sql("SELECT * EXCLUDE (first_recorded_at, folded, folded_until) FROM _tm_events "
                      "ORDER BY fact_id, revision").pl()
     plain = con.sql(f"SELECT * EXCLUDE (believed_until) FROM ({PLAIN_REVISIONS}) ORDER BY fact_id, revision").pl()

@@ -100,7 +100,7 @@ def test_a_clean_frame_is_read_column_wise():
     frame = pl.DataFrame({"subject": ["a", "b"], "predicate": ["p", "p"], "object": ["x", "y"],
                           "valid_from": ["2024-06", "2024-06-01T12:00:00+02:00"],
                           "artifacts": [["m1", "m2", "m1"], None]})
-    got = assertion_columns.checked(frame)
+    got = assertion_columns.checked(frame.to_arrow())
     assert got is not None
     row = got.to_pylist()
     assert [r["valid_from"] for r in row] == [datetime(2024, 6, 1, tzinfo=UTC), datetime(2024, 6, 1, 10, tzinfo=UTC)]

@@ -17,10 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import backfill as backfill_module
 from tempomem import timegrammar
+from tempomem.backfill import checks, ids
+from tempomem.backfill import write as backfill_write
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
+from tempomem.storage import writer as storage_writer
 
 
 def revs(mem: tm.Memory, subject: str | None = None) -> pl.DataFrame:
@@ -304,14 +306,14 @@ def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path,
     whole = tm.open(tmp_path / "whole", create=True)
     assert whole.backfill(rows).rejected.height > 0  # some ids repeat across keys or after a retraction
     ranges: list[list[dict]] = []
-    real = backfill_module._key_ranges
+    real = backfill_write._key_ranges
 
     def spy(con: object, loaded: int) -> list[dict]:
         ranges.append(real(con, loaded))  # type: ignore[arg-type]
         return ranges[-1]
 
-    monkeypatch.setattr(backfill_module, "_SORT_ROWS", 6)
-    monkeypatch.setattr(backfill_module, "_key_ranges", spy)
+    monkeypatch.setattr(backfill_write, "_SORT_ROWS", 6)
+    monkeypatch.setattr(backfill_write, "_key_ranges", spy)
     split = tm.open(tmp_path / "split", create=True)
     report = split.backfill(rows)
     assert len(ranges[0]) > 3 and ranges[0][0]["from_scope"] is None and ranges[0][-1]["to_scope"] is None
@@ -343,7 +345,7 @@ def test_rows_of_one_fact_each_are_sorted_before_they_become_revisions(tmp_path:
     })
     whole = tm.open(tmp_path / "whole", create=True)
     whole.backfill(frame)
-    monkeypatch.setattr(backfill_module, "_SORT_ROWS", 5_000)
+    monkeypatch.setattr(backfill_write, "_SORT_ROWS", 5_000)
     split = tm.open(tmp_path / "split", create=True)
     report = split.backfill(frame)
     assert report.loaded == n and report.revisions == n + n // 10
@@ -375,11 +377,11 @@ def test_generated_ids_are_the_fact_id_macro_made_per_batch() -> None:
     # The write makes generated ids from two integers (numpy, per batch); they must equal the
     # SQL macro's ids, digit for digit, including the clamped ends of the µs range.
     con = duckdb.connect()
-    con.execute(backfill_module._FACT_ID_MACRO)
+    con.execute(ids.FACT_ID_MACRO)
     cases = [("1970-01-01 00:00:00+00", 0, 0), ("1960-05-01 00:00:00+00", 3, 7),  # before 1970: µs 0
              ("2025-01-01 12:34:56.789012+00", 41, (1 << 59) - 1), ("9999-12-31 23:59:59.999999+00", 10**9, 12345)]
     expected, us, serial = [], [], []
-    clamp = backfill_module._ID_US.replace("first_recorded_at_", "$t::TIMESTAMPTZ")
+    clamp = ids.ID_US.replace("first_recorded_at_", "$t::TIMESTAMPTZ")
     for at, row_, nonce in cases:
         made, clamped = con.sql(f"SELECT _bf_fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), {clamp}",
                                 params={"t": at, "r": row_, "n": nonce}).fetchall()[0]
@@ -387,7 +389,7 @@ def test_generated_ids_are_the_fact_id_macro_made_per_batch() -> None:
         us.append(clamped)
         serial.append(nonce + row_)
     assert us[:2] == [0, 0] and us[3] == (1 << 56) - 1  # 9999 is past 2^56 µs: the top value
-    got = backfill_module._generated_ids(pa.array(us, pa.int64()), pa.array(serial, pa.int64())).to_pylist()
+    got = ids.generated_ids(pa.array(us, pa.int64()), pa.array(serial, pa.int64())).to_pylist()
     assert got == expected
     assert got[0] == "0" * 29 and got[3].startswith("f" * 14)
 
@@ -399,14 +401,14 @@ def test_value_changes_are_seen_inside_and_across_batches() -> None:
         return pa.RecordBatch.from_pylist([dict(zip(("scope", "subject", "predicate", "object"), r, strict=True))
                                            for r in rows])
 
-    changes = backfill_module._ValueChanges()
+    changes = backfill_write.ValueChanges()
     changes.see(batch(("s", "a", "p", "x"), ("s", "a", "p", "x")))
     changes.see(batch(("s", "a", "p", "y")))
     changes.see(batch(("s", "b", "p", "x"), ("s", "b", "q", "y")))
     changes.see(batch(("t", "b", "q", "z"), ("t", "c", "p", "1"), ("t", "c", "p", "2"), ("t", "c", "p", "1")))
     assert sorted(changes.keys().to_pylist(), key=lambda k: tuple(k.values())) == [
         {"scope": "s", "subject": "a", "predicate": "p"}, {"scope": "t", "subject": "c", "predicate": "p"}]
-    assert backfill_module._ValueChanges().keys().num_rows == 0
+    assert backfill_write.ValueChanges().keys().num_rows == 0
 
 
 @pytest.mark.parametrize("batch_rows", [1, 2, 3, None])
@@ -423,7 +425,7 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
             row("queue", "q2", recorded_at="2025-01-06"),
             row("zeta", "z1", recorded_at="2025-01-01"), row("zeta", "z2", recorded_at="2025-01-01")]
     if batch_rows is not None:
-        monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", batch_rows)
+        monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", batch_rows)
     mem = tm.open(tmp_path / "store", create=True)
     report = mem.backfill(rows)
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 4, 0)]
@@ -451,7 +453,7 @@ def test_an_encoding_error_in_the_writer_thread_fails_the_load_and_changes_nothi
 
     original = pq.ParquetWriter.write_batch
     monkeypatch.setattr(pq.ParquetWriter, "write_batch", failing_write_batch)
-    monkeypatch.setattr(backfill_module, "_ROW_GROUP_ROWS", 2)
+    monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 2)
     with pytest.raises(OSError, match="No space left on device"):
         mem.backfill([row(f"s{i}", f"v{i}") for i in range(10)])
     assert len(encoded) == 2  # the thread stops encoding after the error
@@ -776,6 +778,6 @@ def test_repeated_hashes_are_found_by_sorting_across_chunks() -> None:
     # The row hashes arrive in several chunks; a value repeated across chunks counts, each
     # repeated value is listed once, and values seen once are not.
     hashes = pa.chunked_array([[7, 3, 2**64 - 1], [3, 9], [2**64 - 1, 3, 0]], pa.uint64())
-    assert backfill_module._repeated(hashes).tolist() == [3, 2**64 - 1]
-    assert backfill_module._repeated(pa.chunked_array([[1, 2, 3]], pa.uint64())).tolist() == []
-    assert backfill_module._repeated(pa.chunked_array([], pa.uint64())).tolist() == []
+    assert checks._repeated(hashes).tolist() == [3, 2**64 - 1]
+    assert checks._repeated(pa.chunked_array([[1, 2, 3]], pa.uint64())).tolist() == []
+    assert checks._repeated(pa.chunked_array([], pa.uint64())).tolist() == []

@@ -209,7 +209,7 @@ _EVENTS = {  # the macro's rows, comparable across sources
 
 def _events_agree(mem: tm.Memory, windows: list[tuple]) -> None:
     """mem.diff's source and the macro over a plain `revisions` table give the same rows."""
-    con = mem._connection()
+    con = mem.reader.connection()
     assert_previous_columns(mem)
     con.execute(f"CREATE OR REPLACE TEMP TABLE plain AS {PLAIN_REVISIONS}")
     # the rows mem.diff reads are those, with belief ends from the fold where it stored them

@@ -12,7 +12,7 @@ from analytics_helpers import PLAIN_REVISIONS, assert_previous_columns
 from conftest import ts
 
 import tempomem as tm
-from tempomem import storage as storage_module
+from tempomem.storage import folder as storage_module
 
 _PLAIN_REVISIONS = f"""
 SELECT COLUMNS(lambda c: NOT starts_with(c, 'prev_')) FROM ({PLAIN_REVISIONS}) ORDER BY fact_id, revision
@@ -24,7 +24,7 @@ FROM (""" + _PLAIN_REVISIONS + """) QUALIFY believed_until IS NULL ORDER BY fact
 
 
 def _same_as_plain_definition(mem: tm.Memory) -> None:
-    con = mem._connection()
+    con = mem.reader.connection()
     plain = con.sql(_PLAIN_REVISIONS).pl()
     assert con.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(plain)
     assert con.sql("SELECT * FROM facts ORDER BY fact_id").pl().equals(con.sql(_PLAIN_FACTS).pl())
@@ -32,7 +32,7 @@ def _same_as_plain_definition(mem: tm.Memory) -> None:
 
 
 def _folded_share(mem: tm.Memory) -> tuple[int, int]:
-    rows = mem._connection().sql("SELECT count(*) FILTER (WHERE folded), count(*) FROM _tm_events").fetchall()
+    rows = mem.reader.connection().sql("SELECT count(*) FILTER (WHERE folded), count(*) FROM _tm_events").fetchall()
     return rows[0]
 
 

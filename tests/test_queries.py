@@ -194,7 +194,7 @@ def test_check_is_clean_and_reports_a_stray_file(mem, moved, store_path):
 def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, moved):
     """A foreign writer's row that does not repeat the revision it follows (prev_*)."""
     helsinki, _ = moved
-    con = mem._connection()
+    con = mem.reader.connection()
     # Helsinki's revision 2 (closed by Berlin) again as revision 3, but naming revision 1 as before
     row = con.sql("""SELECT * REPLACE (revision + 1 AS revision, recorded_at + INTERVAL 1 DAY AS recorded_at,
                                        ingested_at + INTERVAL 1 DAY AS ingested_at)
@@ -206,17 +206,17 @@ def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, m
 
 
 def test_compaction_merges_small_files_and_changes_no_answer(mem, clock):
-    from tempomem import storage
+    from tempomem.storage import delta, folder
 
     clock.set("2026-01-02")
-    for i in range(storage._SMALL_FILES_BEFORE_COMPACTION + 3):
+    for i in range(folder._SMALL_FILES_BEFORE_COMPACTION + 3):
         clock.advance(hours=1)
         mem.assert_fact("svc", "replicas", str(i), valid_from=f"2025-01-01T00:{i:02d}:00Z")
     files = mem._storage.snapshot().files
-    assert len(files) < storage._SMALL_FILES_BEFORE_COMPACTION
+    assert len(files) < folder._SMALL_FILES_BEFORE_COMPACTION
     before = mem.history("svc", revisions=True)
-    assert before.height == 2 * (storage._SMALL_FILES_BEFORE_COMPACTION + 3) - 1
-    storage._run(storage._op_compact, str(mem.path))  # compact again, explicitly
+    assert before.height == 2 * (folder._SMALL_FILES_BEFORE_COMPACTION + 3) - 1
+    delta.run(delta.op_compact, str(mem.path))  # compact again, explicitly
     assert len(mem._storage.snapshot().files) == 1
     assert mem.history("svc", revisions=True).equals(before)
     assert mem.as_of("2025-01-01T00:10:30Z", "svc")["object"].to_list() == ["10"]

@@ -142,7 +142,7 @@ def test_an_orphan_file_is_reported_never_read_and_cleaned_by_compaction(tmp_pat
     mem = tm.open(path, create=True)
     kept = mem.assert_fact("svc", "instance_type", "m5.xlarge", valid_from="2026-01-01")
     # a complete Parquet file of a commit that never happened (another value of the same key)
-    ghost = mem._connection().sql("SELECT * REPLACE ('ghost' AS object) FROM _tm_events").to_arrow_table()
+    ghost = mem.reader.connection().sql("SELECT * REPLACE ('ghost' AS object) FROM _tm_events").to_arrow_table()
     orphan = path / "part-00000-killed-writer-c000.zstd.parquet"
     pq.write_table(ghost, orphan)
     report = mem.check()

@@ -134,7 +134,7 @@ class StoreAgainstModel(RuleBasedStateMachine):
 
     @invariant()
     def revisions_agree(self):
-        stored = self.mem._connection().sql(
+        stored = self.mem.reader.connection().sql(
             f"SELECT {FACT_COLUMNS}, revision, recorded_at FROM revisions").fetchall()
         got = self._rows((self._m(r[0]), *r[1:7], self._m(r[7]), r[8], r[9]) for r in stored)
         want = self._rows((f.id, v["object"], v["valid_from"], v["valid_to"], v["valid_from_inferred"], v["status"],
@@ -145,7 +145,7 @@ class StoreAgainstModel(RuleBasedStateMachine):
     @invariant()
     def as_of_agrees_at_every_boundary(self):
         instants = self._instants()
-        stored = self.mem._connection().sql(
+        stored = self.mem.reader.connection().sql(
             "SELECT t.v, a.fact_id, a.object, a.valid_to FROM unnest($vs) AS t(v), "
             "LATERAL (SELECT * FROM as_of(t.v)) AS a", params={"vs": instants}).fetchall()
         got = self._rows((v, self._m(i), o, vt) for v, i, o, vt in stored)
@@ -157,7 +157,7 @@ class StoreAgainstModel(RuleBasedStateMachine):
         instants = self._instants()
         pairs = [(v, b) for v in instants for b in instants]
         pairs = self.rng.sample(pairs, min(len(pairs), 400))
-        stored = self.mem._connection().sql(
+        stored = self.mem.reader.connection().sql(
             "SELECT t.v, t.b, a.fact_id, a.revision, a.object, a.valid_to "
             "FROM (SELECT unnest($vs) AS v, unnest($bs) AS b) AS t, "
             "LATERAL (SELECT * FROM as_believed(t.v, t.b)) AS a",

@@ -22,11 +22,11 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from . import rounds
-from .errors import TempomemError
+from .. import rounds
+from ..errors import TempomemError
 
 if TYPE_CHECKING:
-    from .backfill import Progress
+    from .report import Progress
 
 # The operations of a replay, in the columns rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with
 # the defaults of writepath.new_assertion for what a row leaves out; `__row` stays for reports.

@@ -1,6 +1,6 @@
 """The sequenced commands of the CLI (SPEC §12): ``tempomem sequenced`` and ``tempomem coalesced``.
 
-Registered on the ``tempomem`` group by :mod:`tempomem.cli`, which imports this module; tables
+Registered on the ``tempomem`` group when :mod:`tempomem.cli` imports this module; tables
 and ``--json`` as every other command, user errors as one line and exit status 1.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .cli import cli, emit, json_option, open_from
+from .base import cli, emit, json_option, open_from
 
 _SEQUENCED_SHOWN = ["bin_from", "bin_to", "subject", "predicate", "object", "coverage", "fact_id"]
 _COALESCED_SHOWN = ["subject", "predicate", "object", "valid_from", "valid_to", "facts", "fact_ids"]

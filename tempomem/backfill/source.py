@@ -1,0 +1,126 @@
+"""Binding a backfill's input to its connection: files (by extension or ``format``), frames,
+relations or dicts, as the view ``_bf_in`` with the caller's ``mapping`` applied."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import TempomemError
+from ..frames import as_arrow
+from .columns import REQUIRED, STORE_MANAGED
+
+FILE_FORMATS = ("parquet", "csv", "jsonl")
+_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv",
+               ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+#: A strptime format no time text matches: it keeps DuckDB's JSON reader from guessing one.
+_NO_FORMAT = "tempomem: text stays text"
+
+
+def quote(name: str) -> str:
+    """A column name as a SQL identifier (names are identifiers, never values)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def input_files(path: str | os.PathLike[str], format: str | None) -> tuple[list[str], str]:
+    """The files a path names (a file, a folder or a glob) and their format."""
+    text = os.fspath(path)
+    if os.path.isdir(text):
+        files = sorted(str(p) for p in Path(text).iterdir()
+                       if p.is_file() and (format is not None or p.suffix.lower() in _EXTENSIONS)
+                       and not p.name.startswith((".", "_")))
+    elif any(ch in text for ch in "*?["):
+        files = sorted(glob.glob(text))
+    else:
+        if not os.path.exists(text):
+            raise TempomemError(f"data: no file or folder {text}")
+        files = [text]
+    if not files:
+        raise TempomemError(f"data: {text} names no input files")
+    formats = {format or _EXTENSIONS.get(Path(f).suffix.lower()) for f in files}
+    if None in formats:
+        raise TempomemError(f"data: cannot tell the format of {text}; pass format= ({', '.join(FILE_FORMATS)})")
+    if len(formats) > 1:
+        raise TempomemError(f"data: {text} mixes formats ({', '.join(sorted(formats))}); load them separately")
+    return files, formats.pop()  # type: ignore[return-value]
+
+
+def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -> None:
+    """Create the view ``_bf_src``: the input columns plus ``__row``, its 0-based position."""
+    if isinstance(data, str | os.PathLike):
+        files, fmt = input_files(data, format)
+        try:
+            if fmt == "parquet" and len(files) == 1:
+                # One file: its row number is the input position (no join with the offsets).
+                src = con.read_parquet(files, file_row_number=True)
+                src.create_view("_bf_file", replace=True)
+                con.execute("CREATE TEMP VIEW _bf_src AS SELECT CAST(file_row_number AS BIGINT) AS __row, "
+                            "* EXCLUDE (file_row_number) FROM _bf_file")
+                return
+            if fmt == "parquet":
+                # file_row_number restarts in every file: add the rows of the files before it.
+                con.sql(
+                    """CREATE TEMP TABLE _bf_offsets AS
+                       SELECT file_name, sum(num_rows) OVER (ORDER BY idx) - num_rows AS offset_rows
+                       FROM (SELECT file_name, num_rows, list_position($files, file_name) AS idx
+                             FROM parquet_file_metadata($files))""",
+                    params={"files": files},
+                )
+                src = con.read_parquet(files, file_row_number=True, filename=True)
+                src.create_view("_bf_file", replace=True)
+                con.execute("""CREATE TEMP VIEW _bf_src AS
+                    SELECT CAST(o.offset_rows + f.file_row_number AS BIGINT) AS __row,
+                           f.* EXCLUDE (file_row_number, filename)
+                    FROM _bf_file f JOIN _bf_offsets o ON o.file_name = f.filename""")
+                return
+            if fmt == "csv":
+                rel = con.read_csv(files, all_varchar=True, header=True)
+            else:
+                # JSON strings stay text, read by the one time grammar (timegrammar), not by
+                # DuckDB's guess of a date or timestamp format (which takes +15:00 offsets).
+                rel = con.read_json(files, format="newline_delimited", date_format=_NO_FORMAT,
+                                    timestamp_format=_NO_FORMAT)
+        except duckdb.Error as exc:
+            raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
+        rel.create_view("_bf_file", replace=True)
+        # One file read in order: row_number over the scan is the input position.
+        con.execute("CREATE TEMP TABLE _bf_src AS SELECT CAST(row_number() OVER () - 1 AS BIGINT) AS __row, * "
+                    "FROM _bf_file")
+        return
+    table = as_arrow(data, paths=True)
+    if "__row" not in table.column_names:
+        table = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    con.register("_bf_arrow", table)
+    con.execute("CREATE TEMP VIEW _bf_src AS SELECT * FROM _bf_arrow")
+
+
+def rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str, str]:
+    """Apply ``mapping`` as the view ``_bf_in``; returns its columns and their DuckDB types."""
+    described = con.sql("SELECT * FROM _bf_src LIMIT 0")
+    source = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
+    for src, dst in mapping.items():
+        if src not in source:
+            names = ", ".join(c for c in source if c != "__row")
+            raise TempomemError(f"mapping: the input has no column {src!r} (columns: {names})")
+        if not isinstance(dst, str) or not dst:
+            raise TempomemError(f"mapping: {src!r} must map to a column name")
+    targets = [mapping.get(c, c) for c in source]
+    clash = {t for t in targets if targets.count(t) > 1}
+    if clash:
+        raise TempomemError(f"mapping: more than one input column becomes {sorted(clash)[0]!r}")
+    keep = [(c, mapping.get(c, c)) for c in source if mapping.get(c, c) not in STORE_MANAGED or c == "__row"]
+    select = ", ".join(f"{quote(c)} AS {quote(d)}" for c, d in keep)
+    con.execute(f"CREATE TEMP VIEW _bf_in AS SELECT {select} FROM _bf_src")
+    columns = {d: source[c] for c, d in keep if d != "__row"}
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise TempomemError(
+            f"{missing[0]}: the input has no {missing[0]} column (columns: {', '.join(columns) or 'none'}); "
+            f"name one with mapping={{'your_column': '{missing[0]}'}}"
+        )
+    return columns

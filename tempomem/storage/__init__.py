@@ -1,0 +1,11 @@
+"""Storage: the only package that imports ``deltalake`` or writes Parquet into a store.
+
+:class:`Storage` is a store folder (:mod:`.folder`); every deltalake call runs through
+:mod:`.delta`; every Parquet writer setting lives in :mod:`.writer`.
+"""
+
+from .delta import Snapshot, parquet_stats
+from .folder import Storage
+from .writer import ROW_GROUP_ROWS, BackgroundWriter, parquet_writer
+
+__all__ = ["ROW_GROUP_ROWS", "BackgroundWriter", "Snapshot", "Storage", "parquet_stats", "parquet_writer"]

@@ -1,0 +1,235 @@
+"""Every call into ``deltalake``, fork-safe.
+
+Each goes through :func:`run`. deltalake's Rust runtime cannot be used in a process forked
+from one that already used it (it panics), so in such a child the call is carried out by a
+worker process started with ``spawn``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from ..schema import EVENT_SCHEMA, STATS_COLUMNS
+from .writer import writer_properties
+
+T = TypeVar("T")
+
+#: Files a compaction replaced are deleted once older than this; readers that listed them
+#: just before the compaction can still finish.
+_VACUUM_RETENTION_HOURS = 1
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of the table: its number and the absolute paths of its data files."""
+
+    version: int
+    files: tuple[str, ...]
+
+
+
+_runtime_pid: int | None = None
+_worker: tuple[int, Any, Any] | None = None  # (owner pid, process, connection)
+_worker_lock = threading.Lock()
+_tables: dict[str, Any] = {}
+
+
+def run(op: Callable[..., T], *args: Any) -> T:
+    """Run a deltalake operation here, or in a spawned worker when this is a forked child."""
+    global _runtime_pid
+    pid = os.getpid()
+    if _runtime_pid is None or _runtime_pid == pid:
+        _runtime_pid = pid
+        return op(*args)
+    with _worker_lock:  # one request at a time on the pipe
+        conn = _worker_connection(pid)
+        conn.send((op, args))
+        ok, value = conn.recv()
+    if not ok:
+        raise value
+    return value
+
+
+def _worker_connection(pid: int) -> Any:
+    """A daemonic spawned worker for this process: daemonic, so it never blocks the exit."""
+    global _worker
+    if _worker is None or _worker[0] != pid or not _worker[1].is_alive():
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(theirs,), daemon=True, name="tempomem-delta")
+        process.start()
+        _worker = (pid, process, ours)
+    return _worker[2]
+
+
+def _serve(conn: Any) -> None:
+    """The worker's loop: run each operation sent and send back its result or its error."""
+    while True:
+        try:
+            op, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            conn.send((True, op(*args)))
+        except Exception as exc:
+            conn.send((False, exc))
+
+
+def _table(path: str) -> Any:
+    from deltalake import DeltaTable
+
+    dt = _tables.get(path)
+    if dt is None:
+        dt = _tables[path] = DeltaTable(path)
+    return dt
+
+
+def op_create(path: str) -> None:
+    from deltalake import DeltaTable
+
+    DeltaTable.create(
+        path,
+        schema=EVENT_SCHEMA,
+        name="tempomem",
+        configuration={"delta.dataSkippingStatsColumns": ",".join(STATS_COLUMNS)},
+    )
+
+
+def op_snapshot(path: str, newest_on_disk: int) -> Snapshot:
+    dt = _table(path)
+    if dt.version() < newest_on_disk:
+        dt.update_incremental()
+    return Snapshot(dt.version(), tuple(dt.file_uris()))
+
+
+def op_append(path: str, table: pa.Table) -> int:
+    from deltalake import write_deltalake
+
+    dt = _table(path)
+    dt.update_incremental()
+    write_deltalake(dt, table, mode="append", writer_properties=writer_properties())
+    return dt.version()
+
+
+def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str) -> int:
+    """Commit Parquet files already written in the table folder as one transaction.
+
+    ``mode="overwrite"`` (a fold) also removes every file of the previous version; those are
+    deleted from disk once older than the retention, so readers that listed them can finish.
+    """
+    from deltalake.transaction import AddAction
+
+    dt = _table(path)
+    dt.update_incremental()
+    actions = [AddAction(name, size, {}, mtime_ms, True, stats) for name, size, mtime_ms, stats in entries]
+    dt.create_write_transaction(actions, mode=mode, schema=EVENT_SCHEMA)
+    if mode == "overwrite":
+        dt.update_incremental()  # the transaction does not move this handle's snapshot
+        _vacuum(dt)
+    return dt.version()
+
+
+def _stat_value(value: Any, *, upper: bool) -> Any:
+    """A Parquet min/max as Delta writes it: timestamps at millisecond precision, as UTC text.
+
+    Delta statistics hold milliseconds; a maximum is rounded up (not truncated like the
+    minimum) so that it still bounds every value of the file and no reader skips it wrongly.
+    """
+    if not isinstance(value, datetime):
+        return value
+    value = value.astimezone(UTC)
+    floor = value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if upper and floor != value:
+        floor += timedelta(milliseconds=1)
+    return floor.strftime("%Y-%m-%dT%H:%M:%S.") + f"{floor.microsecond // 1000:03d}Z"
+
+
+def parquet_stats(path: str | os.PathLike[str]) -> str:
+    """Delta file statistics (JSON) of a Parquet file, from its footer, for ``STATS_COLUMNS`` only.
+
+    Subject, object, text and attributes never appear in them (SPEC §3). A column whose
+    row groups lack statistics is left out of min/max (readers then never skip on it).
+    """
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in STATS_COLUMNS:
+        groups = [meta.row_group(g).column(index[name]).statistics for g in range(meta.num_row_groups)]
+        if any(s is None or not s.has_null_count for s in groups):
+            continue
+        nulls[name] = sum(s.null_count for s in groups)
+        valued = [s for s in groups if s.null_count < s.num_values]
+        if valued and all(s.has_min_max for s in valued):
+            mins[name] = _stat_value(min(s.min for s in valued), upper=False)
+            maxs[name] = _stat_value(max(s.max for s in valued), upper=True)
+    return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+
+
+def op_compact(path: str) -> int:
+    dt = _table(path)
+    dt.update_incremental()
+    dt.optimize.compact(writer_properties=writer_properties())
+    _vacuum(dt)
+    return dt.version()
+
+
+def _vacuum(dt: Any) -> None:
+    # full=True also deletes files the log never referenced (left by a writer killed between
+    # writing its Parquet file and committing it) once they are older than the retention.
+    dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False, full=True)
+
+
+def op_overwrite(path: str, table: pa.Table) -> int:
+    """Replace the whole table (erasure): old files leave the table and are then deleted."""
+    from deltalake import write_deltalake
+
+    dt = _table(path)
+    dt.update_incremental()
+    write_deltalake(dt, table, mode="overwrite", writer_properties=writer_properties())
+    dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    dt.cleanup_metadata()
+    return dt.version()
+
+
+def op_set_embeddings(path: str, table: pa.Table) -> int:
+    """Fill ``embedding`` on the rows keyed (fact_id, revision) in ``table``, in one commit.
+
+    A Delta MERGE rewrites only the files holding a matched row; every other column, and so
+    every belief time, is left as it was.
+    """
+    dt = _table(path)
+    dt.update_incremental()
+    (dt.merge(source=table, predicate="t.fact_id = s.fact_id AND t.revision = s.revision",
+              source_alias="s", target_alias="t", writer_properties=writer_properties())
+       .when_matched_update(updates={"embedding": "s.embedding"})
+       .execute())
+    return dt.version()
+
+
+def fresh_rows(files: tuple[str, ...]) -> tuple[int, int]:
+    """(rows written since the last fold, all rows) of a version's files: one column read."""
+    import duckdb
+
+    if not files:
+        return 0, 0
+    with duckdb.connect() as con:
+        found = con.sql("SELECT count(*) FILTER (WHERE folded IS NOT TRUE), count(*) FROM read_parquet($files)",
+                        params={"files": list(files)}).fetchall()
+    return found[0][0], found[0][1]
+
+
+# -- the store directory ----------------------------------------------------------------------
+

@@ -1,0 +1,92 @@
+"""Every setting with which tempomem writes Parquet into a store, and the writers that use them.
+
+Delta appends (:mod:`tempomem.storage.delta`), a fold's DuckDB ``COPY`` and a backfill's Arrow
+writer all take their row groups, compression, dictionaries and statistics from here.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..schema import EVENT_SCHEMA
+
+#: Rows per Parquet row group. A point query decodes the whole group that holds its key, and
+#: pays a fixed cost for every other group whose statistics it tests: 16k balances the two at
+#: 100k-10M revisions (at 100k, 122,880-row groups made a point query 14 -> 31 ms; at 10M they
+#: saved as much in statistics tests as they cost in decoding).
+ROW_GROUP_ROWS = 16 * 1024
+#: The Parquet compression of every data file.
+COMPRESSION = "zstd"
+#: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
+FOLD_MEMORY = "2GB"
+#: A fold writes files of at most this many row groups (1M rows).
+FOLD_ROW_GROUPS_PER_FILE = 64
+#: Columns the Parquet writer dictionary-encodes (few distinct values in practice) and the
+#: columns it keeps min/max statistics for (those a reader filters on; not the free text).
+DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "source", "origin", "link_type"]
+STATISTICS_COLUMNS = [c for c in EVENT_SCHEMA.names if c not in ("text", "attributes", "artifacts", "embedding")]
+
+
+def writer_properties() -> Any:
+    """deltalake's writer settings for its own writes (appends, compaction, erasure, embeddings)."""
+    from deltalake import WriterProperties
+
+    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression=COMPRESSION.upper())
+
+
+def parquet_writer(path: Path | str) -> pq.ParquetWriter:
+    """The Parquet writer of a backfilled file: the store's columns, ZSTD, dictionaries and
+    statistics where readers use them (``benchmarks/bench_backfill.py`` times it alone)."""
+    return pq.ParquetWriter(path, EVENT_SCHEMA, compression=COMPRESSION, use_dictionary=DICTIONARY_COLUMNS,
+                            write_statistics=STATISTICS_COLUMNS)
+
+
+#: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
+_QUEUED_BATCHES = 8
+
+
+class BackgroundWriter:
+    """One Parquet file encoded by a thread of its own, fed batches through a bounded queue.
+
+    Arrow's encoder releases the GIL, so it runs on one core while DuckDB sorts and projects
+    the next batches on the other: the write's two halves overlap instead of taking turns. An
+    encoding error is raised by the next :meth:`write` or on leaving the ``with``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
+        self._error: BaseException | None = None
+        self._writer = parquet_writer(path)
+        self._thread = threading.Thread(target=self._encode, name="tempomem-backfill-writer", daemon=True)
+        self._thread.start()
+
+    def _encode(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:  # after an error, only drain the queue so that write() never blocks
+                try:
+                    self._writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
+                except BaseException as exc:  # raised in the caller's thread
+                    self._error = exc
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Queue ``batch`` (waits while the queue is full)."""
+        if self._error is not None:
+            raise self._error
+        self._queue.put(batch)
+
+    def __enter__(self) -> BackgroundWriter:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._writer.close()
+        if kind is None and self._error is not None:
+            raise self._error
+

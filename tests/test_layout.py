@@ -1,0 +1,168 @@
+"""The layout rules of issue 18, checked on the source tree.
+
+- imports inside ``tempomem`` run one way: no cycle, counting every import statement (inside
+  functions and ``TYPE_CHECKING`` blocks too: a cycle of type-only imports is still two
+  modules that each need the other to be read);
+- no Python module over :data:`MAX_LINES` lines (SQL files have their own limit);
+- ``deltalake`` is imported only under ``tempomem/storage/``;
+- the store clock is written by the engine only;
+- ruff's SLF001 (no use of another module's private attributes) is on for the package;
+- the public API matches the snapshot taken before the layout moved
+  (``tests/fixtures/api_snapshot.json``, made by ``tests/api_surface.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import tomllib
+from pathlib import Path
+
+from api_surface import surface
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+PACKAGE = ROOT / "tempomem"
+MAX_LINES = 400
+#: macros.sql holds every view and macro a plain DuckDB session loads; one file per concern
+#: keeps the others well under it.
+MAX_SQL_LINES = 800
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that one import statement of module ``name`` loads."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names if alias.name in modules}
+    if node.level:
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+    else:
+        base = node.module or ""
+    # `from pkg import sub` loads the submodule; only names that are not modules come from pkg
+    # itself. A submodule's own parent package is not an edge: Python runs it first anyway.
+    subs = {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules}
+    others = len(subs) < len(node.names)
+    return subs | ({base} if others and base in modules and not name.startswith(f"{base}.") else set())
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, from every import statement in its source."""
+    modules = _modules()
+    graph = {}
+    for name, path in modules.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges |= _imported(name, path, node, modules)
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_sees_imports_inside_functions() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    tree = ast.parse("def f():\n    from .b import x\n")
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
+    modules = {"tempomem": Path("__init__.py"), "tempomem.a": Path("a.py"), "tempomem.b": Path("b.py")}
+    assert _imported("tempomem.a", Path("a.py"), node, modules) == {"tempomem.b"}
+
+
+def test_every_relative_import_names_a_module_of_the_package() -> None:
+    # A relative import inside a function is only resolved when it runs: a moved module
+    # would otherwise fail late, in the one command that uses it.
+    modules = _modules()
+    unresolved = []
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                if base not in modules:
+                    unresolved.append(f"{name}: {'.' * node.level}{node.module or ''}")
+    assert unresolved == []
+
+
+def test_imports_inside_the_package_run_one_way() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    sql = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.sql")}
+    assert {name: n for name, n in sql.items() if n > MAX_SQL_LINES} == {}
+
+
+def test_only_storage_imports_deltalake() -> None:
+    users = set()
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "deltalake" or n.startswith("deltalake.") for n in names):
+                users.add(name)
+    assert users, "the storage package imports deltalake"
+    assert {n for n in users if not n.startswith("tempomem.storage")} == set()
+
+
+def test_only_the_engine_writes_the_clock() -> None:
+    writers = {name for name, path in _modules().items()
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.Attribute) and node.attr == "write_clock" and isinstance(node.ctx, ast.Load)}
+    assert writers == {"tempomem.engine"}
+
+
+def test_ruff_forbids_private_access_in_the_package() -> None:
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "SLF001" in lint["select"] or "SLF" in lint["select"]
+    assert not any(rule.startswith("SLF") for rule in lint.get("ignore", []))
+    for pattern, rules in lint.get("per-file-ignores", {}).items():
+        if any(rule.startswith("SLF") for rule in rules):
+            assert pattern.startswith(("tests/", "benchmarks/")), f"{pattern} may not ignore SLF001"
+
+
+def test_the_public_api_matches_the_snapshot() -> None:
+    snapshot = json.loads((TESTS / "fixtures" / "api_snapshot.json").read_text())
+    assert surface() == snapshot
