@@ -12,6 +12,7 @@ differ on a batch both accept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -19,8 +20,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from . import frames
 from .schema import LINK_TYPES
 from .timegrammar import time_sql
+from .writepath import new_assertion
 
 _TS = pa.timestamp("us", tz="UTC")
 _STRINGS = ("subject", "predicate", "object", "scope", "source", "text", "link_type", "artifact")
@@ -28,6 +31,20 @@ _TIMES = ("valid_from", "valid_to", "reference_time")
 _NUMBERS = ("confidence", "weight")
 _LISTS = {"artifacts": pa.list_(pa.string()), "embedding": pa.list_(pa.float64())}
 FIELDS = frozenset((*_STRINGS, *_TIMES, *_NUMBERS, *_LISTS))
+
+
+def read(rows: Any, set_based: Callable[[int], bool]) -> tuple[pa.Table | None, list[dict[str, Any]]]:
+    """``assert_many``'s rows: checked column-wise when ``set_based`` says the batch is large and
+    :func:`checked` decides it (then the list is empty), else validated row by row by
+    ``new_assertion``, which raises the error naming the row and field."""
+    if not isinstance(rows, list):
+        rows = frames.as_arrow(rows, field="rows")
+    if set_based(len(rows)):
+        table = checked(rows)
+        if table is not None:
+            return table, []
+    records = frames.records(rows)
+    return None, [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
 
 
 @cache

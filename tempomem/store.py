@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from . import assertion_columns, diff, erasure, frames, queries, sequenced
+from . import assertion_columns, diff, erasure, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
@@ -23,7 +23,7 @@ from .states import as_fact
 from .storage import Storage
 from .times import TimeLike, to_utc
 from .trust import trust_filters
-from .writepath import clean_reason, new_assertion
+from .writepath import clean_reason
 
 Clock = Callable[[], datetime]
 
@@ -293,15 +293,8 @@ class Memory:
         >>> [f.subject for f in facts], facts[0].recorded_at == facts[1].recorded_at
         (['svc', 'db'], True)
         """
-        if not isinstance(rows, list):
-            rows = frames.as_arrow(rows, field="rows")
-        if self._engine.set_based(len(rows)):
-            checked = assertion_columns.checked(rows)
-            if checked is not None:
-                return self._engine.checked_assertions(checked)
-        records = frames.records(rows)
-        news = [new_assertion(r, row=i if len(records) > 1 else None) for i, r in enumerate(records)]
-        return self._engine.assertions(news)
+        checked, news = assertion_columns.read(rows, self._engine.set_based)
+        return self._engine.assertions(news) if checked is None else self._engine.checked_assertions(checked)
 
     def invalidate(self, fact_id: str, *, at: TimeLike, reason: str) -> Fact:
         """The fact ended in the world at ``at`` (sets or corrects its end; a new revision).
