@@ -134,7 +134,7 @@ def _run_bare_load(source: str, target: str, queue: multiprocessing.Queue) -> No
     import duckdb
     import pyarrow as pa
 
-    from tempomem.backfill.ids import CLAMPED_US, generated_ids
+    from tempomem.ids import CLAMPED_US, generated_ids
     from tempomem.schema import EVENT_SCHEMA
     from tempomem.storage import ROW_GROUP_ROWS, BackgroundWriter
 

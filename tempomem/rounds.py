@@ -26,6 +26,7 @@ from importlib import resources
 import duckdb
 import pyarrow as pa
 
+from .ids import FACT_ID_MACRO
 from .schema import EVENT_SCHEMA
 from .temporal import decisions
 
@@ -119,16 +120,17 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str) -> None:
     """The tables the rounds read and write, from ``_tm_ops_in`` and ``_tm_stored``."""
     default_rule = decisions.rule_of("single", default_policy)
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_decisions AS SELECT * FROM _tm_decisions_in")
-    # A new fact's id sorts by its commit time, then by its place in the batch; the salt keeps
-    # two loads of the same log from making the same ids.
+    # A new fact's id sorts by its commit time, then by its place in the batch (ids.py); the
+    # nonce keeps two loads of the same log from making the same ids.
+    con.execute(FACT_ID_MACRO)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _tm_ops AS
         SELECT {', '.join(f'o.{c}' for c in OP_COLUMNS)},
                CAST(row_number() OVER (PARTITION BY o.scope, o.subject, o.predicate ORDER BY o.op) AS INTEGER) AS round,
                coalesce(r.arity, 'single') AS arity, coalesce(r.rule, $default_rule) AS rule,
-               format('{{:014x}}{{:08x}}{{}}', epoch_us(o.commit_time), o.op, $salt) AS new_id
+               tm__fact_id(NULL, o.commit_time, o.op, $nonce) AS new_id
         FROM _tm_ops_in AS o LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate
-        ORDER BY round, o.op""", {"default_rule": default_rule, "salt": secrets.token_hex(4)[:7]})
+        ORDER BY round, o.op""", {"default_rule": default_rule, "nonce": secrets.randbits(58)})
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
                 "FROM _tm_ops_in WHERE kind = 'assert'")
     con.execute(f"""

@@ -13,14 +13,12 @@ Nothing here touches storage or SQL; the store loads the states and commits the 
 from __future__ import annotations
 
 import math
-import os
-import secrets
-import threading
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
+from .ids import new_fact_id
 from .schema import FACT_COLUMNS, LINK_TYPES, PREVIOUS, PREVIOUS_COLUMNS
 from .temporal import decisions
 from .temporal.intervals import overlaps, start_key
@@ -36,24 +34,6 @@ def _believed(state: dict[str, Any]) -> bool:
 
 def _case(n: dict[str, Any], s: dict[str, Any]) -> str:
     return decisions.case_of(n["object"], n["valid_from"], n["valid_to"], s["object"], s["valid_from"], s["valid_to"])
-
-
-# -- ids --------------------------------------------------------------------------------------
-
-_id_lock = threading.Lock()
-_id_last = [0, 0]
-
-
-def new_fact_id(at: datetime) -> str:
-    """A fact id that sorts by creation time: microseconds, a counter, then randomness."""
-    us = int(at.timestamp() * 1_000_000)
-    with _id_lock:
-        if us <= _id_last[0]:
-            _id_last[1] += 1
-        else:
-            _id_last[0], _id_last[1] = us, 0
-        seq = _id_last[1]
-    return f"{us:014x}{seq:04x}{os.getpid() % 4096:03x}{secrets.token_hex(4)}"
 
 
 # -- validation of one input row --------------------------------------------------------------

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import timegrammar
-from tempomem.backfill import checks, ids
+from tempomem import ids, timegrammar
+from tempomem.backfill import checks
 from tempomem.backfill import write as backfill_write
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
@@ -383,7 +383,7 @@ def test_generated_ids_are_the_fact_id_macro_made_per_batch() -> None:
     expected, us, serial = [], [], []
     clamp = ids.ID_US.replace("first_recorded_at_", "$t::TIMESTAMPTZ")
     for at, row_, nonce in cases:
-        made, clamped = con.sql(f"SELECT _bf_fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), {clamp}",
+        made, clamped = con.sql(f"SELECT tm__fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), {clamp}",
                                 params={"t": at, "r": row_, "n": nonce}).fetchall()[0]
         expected.append(made)
         us.append(clamped)

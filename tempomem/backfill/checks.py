@@ -11,10 +11,10 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..ids import FACT_ID_MACRO
 from ..schema import LINK_TYPES
 from ..timegrammar import reason_sql, time_sql
 from .columns import BELIEF_STATUSES, INPUT_COLUMNS, NUMBERS, STRINGS, TIMES
-from .ids import FACT_ID_MACRO
 from .source import quote
 
 
@@ -278,7 +278,7 @@ FROM (SELECT min(__row) AS __row, {_ROW_VALUES}, flatten(list(coalesce(artifacts
 
 # The loadable rows before fact-level checks. An end before its start keeps the end and moves
 # the start back to it. ``fact_id`` stays as given (NULL when none): a generated id is made
-# only where it is needed (_bf_fact_id), so that the write can sort the rows before it.
+# only where it is needed (tm__fact_id), so that the write can sort the rows before it.
 _CANDIDATES_SQL = f"""
 CREATE TEMP VIEW _bf_candidates AS
 SELECT * REPLACE (

@@ -112,10 +112,10 @@ SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, sh
 # adjacent sorted rows) or, when nothing is written, _ALL_CHANGING_KEYS.
 _OVERLAP_SQL = """
 WITH revs AS (
-    SELECT r.__row, _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
+    SELECT r.__row, tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
            coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
            r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-           lead(r.recorded_at) OVER (PARTITION BY _bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
+           lead(r.recorded_at) OVER (PARTITION BY tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
                                      ORDER BY r.recorded_at) AS next_recorded_at
     FROM _bf_rows r
     WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM ({keys}) k)

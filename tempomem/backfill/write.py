@@ -12,9 +12,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..ids import CLAMPED_US, ID_US, generated_ids
 from ..schema import EVENT_SCHEMA, PREVIOUS
 from ..storage import BackgroundWriter, writer
-from .ids import CLAMPED_US, ID_US, generated_ids
 from .report import Progress
 
 if TYPE_CHECKING:
@@ -111,12 +111,12 @@ _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorde
 _RECOMPUTED = ("valid_from_inferred", "artifacts")
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts
-# like (recorded_at clamped as in _bf_fact_id, row): the sort compares those two integers,
+# like (recorded_at clamped as in tm__fact_id, row): the sort compares those two integers,
 # which leave the query as the columns _id_us and _id_serial; the id text is made from them
 # by generated_ids while the batch is written (a quarter of the write query's CPU in SQL).
 # ``row_fact_order`` is the same order over an input row, before it becomes revisions.
-_GIVEN_IDS = {"early_fact_id": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
-              "fact_order": "fact_id", "row_fact_order": "_bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
+_GIVEN_IDS = {"early_fact_id": "tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
+              "fact_order": "fact_id", "row_fact_order": "tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
               "late_fact_id": "fact_id", "id_parts": ""}
 _GENERATED_IDS = {"early_fact_id": "r.fact_id", "fact_order": f"{ID_US}, __row",
                   "row_fact_order": f"{CLAMPED_US.format('r.recorded_at')}, r.__row",
