@@ -65,10 +65,11 @@ class Statement:
 
 @dataclass(frozen=True)
 class Ported:
-    """A statement and the Spark SQL derived from it."""
+    """A statement and the Spark SQL derived from it (``body``: the query or expression alone)."""
 
     statement: Statement
     spark: str
+    body: str
 
 
 def statements(file: str) -> list[Statement]:
@@ -114,7 +115,7 @@ def _port_file(file: str) -> tuple[Ported, ...]:
         if (file, st.name) in rules.LEFT_OUT:
             continue
         try:
-            ported.append(Ported(st, _create(st, signatures)))
+            ported.append(Ported(st, *_create(st, signatures)))
         except PortError:
             raise
         except Exception as exc:  # sqlglot or DuckDB refusing a body: name the statement
@@ -129,7 +130,7 @@ def port_query(text: str) -> str:
     return _rewrite(tree, {}, {}).sql(dialect=SparkSQL)
 
 
-def _create(st: Statement, signatures: dict[str, Statement]) -> str:
+def _create(st: Statement, signatures: dict[str, Statement]) -> tuple[str, str]:
     params = {name: default for name, default in st.params}
     for name in params:
         if name not in rules.PARAM_TYPES and not _is_table_param(st, name):
@@ -139,14 +140,14 @@ def _create(st: Statement, signatures: dict[str, Statement]) -> str:
     kept = {n: d for n, d in params.items() if not _is_table_param(st, n)}
     body = _rewrite(tree, kept, signatures).sql(dialect=SparkSQL)
     if st.kind == "view":
-        return f"CREATE OR REPLACE TEMPORARY VIEW {st.name} AS {body}"
+        return f"CREATE OR REPLACE TEMPORARY VIEW {st.name} AS {body}", body
     decl = ", ".join(
         f"{rules.PARAM_PREFIX}{n} {rules.PARAM_TYPES[n][0]}" + (f" DEFAULT {d}" if d is not None else "")
         for n, d in kept.items())
     returns = "TABLE" if st.table else rules.SCALAR_RETURNS.get(st.name)
     if returns is None:
         raise PortError(f"{st.file}: {st.name}: scalar macro with no return type in rules.SCALAR_RETURNS")
-    return f"CREATE OR REPLACE TEMPORARY FUNCTION {st.name}({decl}) RETURNS {returns} RETURN {body}"
+    return f"CREATE OR REPLACE TEMPORARY FUNCTION {st.name}({decl}) RETURNS {returns} RETURN {body}", body
 
 
 def _is_table_param(st: Statement, name: str) -> bool:
