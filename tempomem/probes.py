@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from .errors import TempomemError
 from .connection import sql_parts
+from .errors import TempomemError
 from .inputs import ROW, _quote, registered
 from .queries import frame
 

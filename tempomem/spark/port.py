@@ -214,7 +214,7 @@ def _columns(root: exp.Expression, node: exp.Expression, params: dict) -> list[s
 
 
 def _qualifier(select: exp.Select) -> str | None:
-    sources = [select.args.get("from_")] + list(select.args.get("joins") or [])
+    sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
     aliases = [s.this.alias_or_name for s in sources if s is not None]
     return aliases[0] if len(aliases) == 1 else None
 
@@ -248,7 +248,7 @@ def _star_replace(root: exp.Expression, params: dict) -> exp.Expression:
 
 def _union_by_name(root: exp.Expression, params: dict) -> exp.Expression:
     for union in list(root.find_all(exp.Union)):
-        if not union.args.get("by_name") or union.parent is not None and _chained(union):
+        if not union.args.get("by_name") or (union.parent is not None and _chained(union)):
             continue
         branches = _flatten(union)
         names: list[str] = []
@@ -301,8 +301,8 @@ def _syntax(node: exp.Expression) -> exp.Expression:
         return _fn("unix_micros", *node.expressions)
     if isinstance(node, exp.TimeToUnix):
         arg = node.this
-        if isinstance(arg, exp.Cast) and arg.to.is_type("interval") or isinstance(arg, exp.Column) and \
-                arg.name in rules.INTERVAL_COLUMNS:
+        if (isinstance(arg, exp.Cast) and arg.to.is_type("interval")) or (isinstance(arg, exp.Column) and \
+                arg.name in rules.INTERVAL_COLUMNS):
             arg = exp.Add(this=exp.cast(exp.Literal.string("1970-01-01 00:00:00"), "TIMESTAMP"), expression=arg)
         return exp.Div(this=_fn("unix_micros", arg), expression=exp.Literal.number("1000000.0"))
     if isinstance(node, exp.Cast) and node.to.is_type("interval"):
