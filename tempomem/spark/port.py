@@ -94,12 +94,28 @@ def _statement(file: str, text: str) -> Statement:
     if match is None:
         raise PortError(f"{file}: not a CREATE OR REPLACE VIEW/MACRO statement: {text.strip()[:80]!r}")
     params: list[tuple[str, str | None]] = []
-    for part in filter(None, (p.strip() for p in (match["params"] or "").split(","))):
+    for part in filter(None, (p.strip() for p in _top_level_split(match["params"] or ""))):
         name, _, default = part.partition(":=")
         params.append((name.strip(), default.strip() or None))
     kind = match["kind"].lower()
     return Statement(file, match["name"], kind, tuple(params), kind == "view" or bool(match["table"]),
                      match["body"].strip())
+
+
+def _top_level_split(text: str) -> list[str]:
+    """``text`` cut at the commas outside brackets and quotes (a default may be a list or map)."""
+    parts, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(text):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch in "([{":
+            depth += 1
+        elif not quoted and ch in ")]}":
+            depth -= 1
+        elif not quoted and depth == 0 and ch == ",":
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 def port_file(file: str) -> list[Ported]:
