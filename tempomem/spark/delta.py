@@ -78,6 +78,17 @@ def read_events(spark: Any, path: str, version: int | None = None) -> Any:
 
 def _native_delta(spark: Any, path: str, version: int | None) -> Any:
     """The table read by Spark's own Delta reader, or None when the cluster has none."""
+    jvm = getattr(spark, "_jvm", None)  # absent on Spark Connect: then ask the reader itself
+    if jvm is not None:
+        try:
+            loadable = jvm.org.apache.spark.util.Utils.classIsLoadable(
+                "org.apache.spark.sql.delta.sources.DeltaDataSource")
+        except Exception:
+            loadable = True  # cannot tell: let the reader answer
+        if not loadable:
+            # no Delta classes: format("delta") would only fail, after a costly lookup of
+            # Python data sources
+            return None
     try:
         reader = spark.read.format("delta")
         if version is not None:
