@@ -27,8 +27,8 @@ def snapshot_files(path: str, version: int | None = None) -> list[str]:
     """The Parquet files of one version of the Delta table at ``path`` (default: the latest).
 
     Raises :class:`TempomemError` naming ``path`` or ``version`` when there is no such table or
-    version, and when the table needs more than a file list to read (deletion vectors, column
-    mapping).
+    version, when that version's files have been removed, and when the table needs more than a
+    file list to read (deletion vectors, column mapping).
     """
     try:
         table = DeltaTable(path, version=version)
@@ -45,7 +45,13 @@ def snapshot_files(path: str, version: int | None = None) -> list[str]:
         raise TempomemError(
             f"path: the Delta table at {path!r} uses {refused[0]}, which a plain list of Parquet files "
             "cannot read correctly; read it on a cluster with the Delta Lake reader")
-    return list(table.file_uris())
+    files = list(table.file_uris())
+    gone = [f for f in files if "://" not in f and not os.path.exists(f)]
+    if gone:
+        # a fold or compaction replaced them and a vacuum removed them: the version is unreadable
+        raise TempomemError(f"version: the files of version {version} of {path!r} are gone (removed after a "
+                            f"fold or compaction), e.g. {gone[0]!r}")
+    return files
 
 
 def spark_schema() -> str:
