@@ -20,6 +20,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+try:
+    import sqlglot  # noqa: F401 (the port needs it; say which extra brings it)
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("tempomem.spark needs the spark extra: pip install 'tempomem[spark]'") from exc
+
 from ..errors import TempomemError
 from ..probes import ANALYTICS
 from ..reports import lag_report_sql, parse_duration
