@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 
 import duckdb
@@ -12,6 +13,12 @@ from .schema import EVENT_SCHEMA
 def sql_file(name: str) -> str:
     """The text of one of the package's ``.sql`` files."""
     return resources.files("tempomem").joinpath(name).read_text()
+
+
+def sql_parts(name: str) -> dict[str, str]:
+    """The named parts of a ``.sql`` file whose parts start at lines ``-- @part <name>``."""
+    pieces = re.split(r"^-- @part (\w+)[ \t]*$", sql_file(name), flags=re.M)
+    return {pieces[i]: pieces[i + 1].strip("\n") + "\n" for i in range(1, len(pieces), 2)}
 
 
 def new_connection() -> duckdb.DuckDBPyConnection:

@@ -285,12 +285,17 @@ born AS (               -- subjects of new facts in the window not known to be o
     WHERE s.is_new AND k.subject IS NULL
     GROUP BY s.scope, s.subject
 ),
-new_entities AS (       -- those with no fact recorded before the window (usually a few rows to check)
+older AS (              -- those of them with a fact recorded before the window (usually few rows)
+    SELECT DISTINCT o.scope, o.subject
+    FROM query_table(source) AS o JOIN born AS b ON b.scope = o.scope AND b.subject = o.subject
+    WHERE o.status <> 'erased' AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ)
+),
+-- an anti-join spelled as a left join, not NOT EXISTS: a Spark SQL function cannot read its
+-- parameters inside a correlated subquery (tempomem.spark ports this file)
+new_entities AS (       -- the others
     SELECT 'new_entities' AS bucket, b.recorded_at AS event_at, b.scope, b.subject, b.recorded_at
-    FROM born AS b
-    WHERE NOT EXISTS (SELECT 1 FROM query_table(source) AS o
-                      WHERE o.scope = b.scope AND o.subject = b.subject AND o.status <> 'erased'
-                        AND o.recorded_at < CAST(from_at AS TIMESTAMPTZ))
+    FROM born AS b LEFT JOIN older AS k ON k.scope = b.scope AND k.subject = b.subject
+    WHERE k.subject IS NULL
 ),
 tombstones AS (         -- the last revision of each erased fact of a forgotten (hashed) subject
     SELECT t.scope, t.subject, t.recorded_at, t.reason, t.ingested_at FROM query_table(source) AS t

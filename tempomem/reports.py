@@ -14,7 +14,7 @@ import polars as pl
 
 from .errors import TempomemError
 from .inputs import ROW, registered
-from .probes import ANSWERS_SQL
+from .probes import ANALYTICS, ANSWERS_SQL
 from .queries import frame
 from .schema import FACT_COLUMNS
 
@@ -48,41 +48,10 @@ def parse_duration(value: str | timedelta, field: str = "threshold") -> timedelt
 
 # -- ingestion lag -----------------------------------------------------------------------------
 
-# The population of ingestion lag, the one both this report and tm.plot.ingestion_lag count:
-# one row per fact of `facts` (each fact's latest revision, with the time it was first
-# recorded) that is not retracted or erased, i.e. the `_tm_belief_rows` rows that are still
-# believed (macros.sql), a filtered scan of a folded store. `lag_us` is NULL for a fact whose
-# start is unknown or inferred (counted as `inferred`, never as a lag).
-_LAGS = """
-SELECT {groups},
-       epoch_us(f.first_recorded_at)
-           - epoch_us(CASE WHEN NOT f.valid_from_inferred THEN f.valid_from END) AS lag_us
-FROM _tm_belief_rows AS f
-WHERE f.believed_until IS NULL AND f.status NOT IN ('retracted', 'erased')
-"""
-
-# quantile_disc is the nearest-rank percentile, the ceil(q·n)-th smallest value (checked
-# against a direct implementation for n = 1..1000 in the tests); one call with the three
-# fractions sorts each group once.
-_LAG_REPORT = """
-WITH lags AS (""" + _LAGS + """),
-report AS (
-    SELECT {keys}
-           count(l.lag_us) AS count,
-           quantile_disc(l.lag_us, [0.50, 0.90, 0.99]) AS percentiles,
-           max(l.lag_us) AS max,
-           CASE WHEN count(l.lag_us) > 0
-                THEN count(*) FILTER (WHERE l.lag_us > $limit_us) / count(l.lag_us) END AS share_over_threshold,
-           count(*) - count(l.lag_us) AS inferred
-    FROM lags AS l
-    {group_by}
-)
-SELECT r.* EXCLUDE (percentiles, max, share_over_threshold, inferred),
-       r.percentiles[1] AS p50, r.percentiles[2] AS p90, r.percentiles[3] AS p99,
-       r.max, r.share_over_threshold, r.inferred
-FROM report AS r
-{order_by}
-"""
+# The population of ingestion lag (one row per believed fact, `lag_us` NULL for an unknown or
+# inferred start) and the report over it: analytics.sql, which Spark runs too.
+_LAGS = ANALYTICS["lags"]
+_LAG_REPORT = ANALYTICS["lag_report"]
 
 
 def _groups(by: Sequence[str] | str) -> list[str]:
@@ -120,18 +89,28 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
 
     >>> tm.reports.ingestion_lag(mem, by=("predicate", "source"), threshold="6h")  # doctest: +SKIP
     """
-    groups = _groups(by)
+    query = lag_report_sql(by)
     limit_us = parse_duration(threshold) // timedelta(microseconds=1)
-    # the group names are checked against LAG_GROUPS above: fixed identifiers, never user text
-    query = _LAG_REPORT.format(
-        keys="".join(f"l.{g}, " for g in groups),
-        groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all",
-        group_by=("GROUP BY " + ", ".join(f"l.{g}" for g in groups)) if groups else "",
-        order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
-    )
     with mem.reader.lock:
         out = frame(mem.reader.connection(), query, {"limit_us": limit_us})
     return out.with_columns(pl.col(c).cast(pl.Duration("us")) for c in ("p50", "p90", "p99", "max"))
+
+
+def lag_report_sql(by: Sequence[str] | str) -> str:
+    """The ingestion-lag query of analytics.sql grouped by ``by`` (names checked against
+    LAG_GROUPS), with the bound parameter ``$limit_us``: DuckDB's text, which tempomem.spark ports.
+
+    >>> "GROUP BY l.predicate" in lag_report_sql(("predicate",))
+    True
+    """
+    groups = _groups(by)
+    # the group names are checked against LAG_GROUPS: fixed identifiers, never user text
+    return _LAG_REPORT.format(
+        lags=_LAGS.format(groups=", ".join(f"f.{g}" for g in groups) or "NULL AS _all"),
+        keys="".join(f"l.{g}, " for g in groups),
+        group_by=("GROUP BY " + ", ".join(f"l.{g}" for g in groups)) if groups else "",
+        order_by=("ORDER BY " + ", ".join(f"r.{g} NULLS LAST" for g in groups)) if groups else "",
+    )
 
 
 # -- exposure ----------------------------------------------------------------------------------
