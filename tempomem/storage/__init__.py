@@ -4,8 +4,9 @@
 :mod:`.delta`; every Parquet writer setting lives in :mod:`.writer`.
 """
 
-from .delta import Snapshot, parquet_stats
+from .delta import Snapshot, parquet_stats, snapshot_files
 from .folder import Storage
 from .writer import ROW_GROUP_ROWS, BackgroundWriter, parquet_writer
 
-__all__ = ["ROW_GROUP_ROWS", "BackgroundWriter", "Snapshot", "Storage", "parquet_stats", "parquet_writer"]
+__all__ = ["ROW_GROUP_ROWS", "BackgroundWriter", "Snapshot", "Storage", "parquet_stats", "parquet_writer",
+           "snapshot_files"]

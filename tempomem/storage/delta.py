@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, STATS_COLUMNS
 from .writer import writer_properties
 
@@ -233,3 +234,44 @@ def fresh_rows(files: tuple[str, ...]) -> tuple[int, int]:
 
 # -- the store directory ----------------------------------------------------------------------
 
+
+#: Reader features a plain list of Parquet files cannot honour.
+_REFUSED_FEATURES = ("deletionVectors", "columnMapping")
+
+
+def _snapshot_files(path: str, version: int | None) -> list[str]:
+    """What :func:`snapshot_files` returns, run through :func:`run`."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(path, version=version)
+    except TableNotFoundError:
+        raise TempomemError(f"path: no tempomem store (Delta table) at {path!r}") from None
+    except Exception as exc:  # deltalake reports a missing version with a generic error
+        if version is not None:
+            raise TempomemError(f"version: the store at {path!r} has no version {version!r} ({exc})") from None
+        raise
+    features = set(table.protocol().reader_features or ())
+    mapping = table.metadata().configuration.get("delta.columnMapping.mode", "none")
+    refused = [f for f in _REFUSED_FEATURES if f in features] + (["columnMapping"] if mapping != "none" else [])
+    if refused:
+        raise TempomemError(
+            f"path: the Delta table at {path!r} uses {refused[0]}, which a plain list of Parquet files "
+            "cannot read correctly; read it on a cluster with the Delta Lake reader")
+    files = list(table.file_uris())
+    gone = [f for f in files if "://" not in f and not os.path.exists(f)]
+    if gone:
+        # a fold or compaction replaced them and a vacuum removed them: the version is unreadable
+        raise TempomemError(f"version: the files of version {version} of {path!r} are gone (removed after a "
+                            f"fold or compaction), e.g. {gone[0]!r}")
+    return files
+
+
+def snapshot_files(path: str, version: int | None = None) -> list[str]:
+    """The Parquet files of one version of the Delta table at ``path`` (default: the latest),
+    for a reader that takes a plain file list (Spark without the Delta reader). Raises
+    :class:`TempomemError` naming ``path`` or ``version`` when there is no such table or version,
+    when that version's files are gone, and when a file list cannot read the table (deletion
+    vectors, column mapping)."""
+    return run(_snapshot_files, path, version)
