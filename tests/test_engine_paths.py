@@ -4,6 +4,7 @@ belief time after another."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import polars as pl
@@ -19,6 +20,9 @@ from tempomem.temporal import decisions
 _DAY = timedelta(days=1)
 _BASE = ts("2025-01-01")
 _PREDICATES = {"p": "single", "m": "multi", "r": "single"}
+
+# CI runs a smaller sample (each example builds two stores); TEMPOMEM_HEAVY=1 runs five times as many.
+_EXAMPLES = 60 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 12
 
 
 def _open(path, clock):
@@ -87,7 +91,7 @@ def _run(mem: tm.Memory, clock: TestClock, steps) -> list[str]:
     return outcomes
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=1, max_size=5))
 def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps):
     folder = tmp_path_factory.mktemp("paths")
@@ -120,7 +124,7 @@ def _log_batch(draw):
     return ("assert", rows)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.one_of(_log_batch(), st.tuples(st.just("correct"), st.integers(0, 20))),
                       min_size=1, max_size=4))
 def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
@@ -188,7 +192,7 @@ def test_a_large_batch_under_reject_is_all_or_nothing(tmp_path, monkeypatch):
     assert mem.history("j").height == 0
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(_row(), st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3))),
                      min_size=1, max_size=10))
 def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, rows):
