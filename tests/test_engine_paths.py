@@ -91,10 +91,9 @@ def _run(mem: tm.Memory, clock: TestClock, steps) -> list[str]:
     return outcomes
 
 
-@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(_step, min_size=1, max_size=5))
-def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps):
-    folder = tmp_path_factory.mktemp("paths")
+def _both_paths(folder, monkeypatch, steps) -> tuple[tm.Memory, tm.Memory]:
+    """Run the steps on the one-row path and on the set-based path; assert the same outcomes and
+    the same revisions; return the two stores."""
     one_clock, set_clock = TestClock(), TestClock()
     one, set_based = _open(folder / "one", one_clock), _open(folder / "set", set_clock)
     with monkeypatch.context() as patch:
@@ -104,6 +103,13 @@ def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps
         got = _run(set_based, set_clock, steps)
     assert got == expected
     assert _canonical(set_based).equals(_canonical(one))
+    return one, set_based
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=5))
+def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps):
+    one, set_based = _both_paths(tmp_path_factory.mktemp("paths"), monkeypatch, steps)
     assert set_based.check().ok == one.check().ok
 
 
@@ -129,16 +135,7 @@ def _log_batch(draw):
                       min_size=1, max_size=4))
 def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
     """The closed form (rounds.sql, `runs`) and the rounds after it against the one-row path."""
-    folder = tmp_path_factory.mktemp("logs")
-    one_clock, set_clock = TestClock(), TestClock()
-    one, set_based = _open(folder / "one", one_clock), _open(folder / "set", set_clock)
-    with monkeypatch.context() as patch:
-        patch.setattr(engine, "SET_BASED_FROM", 10**9)
-        expected = _run(one, one_clock, steps)
-        patch.setattr(engine, "SET_BASED_FROM", 0)
-        got = _run(set_based, set_clock, steps)
-    assert got == expected
-    assert _canonical(set_based).equals(_canonical(one))
+    _both_paths(tmp_path_factory.mktemp("logs"), monkeypatch, steps)
 
 
 def test_a_key_with_many_assertions_in_one_batch(tmp_path, monkeypatch):
