@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from . import frames
+from .connection import sql_parts
 from .schema import LINK_TYPES
 from .timegrammar import time_sql
 from .writepath import new_assertion
@@ -48,8 +48,8 @@ def read(rows: Any, set_based: Callable[[int], bool]) -> tuple[pa.Table | None, 
 
 
 @cache
-def _statement() -> str:
-    return resources.files("tempomem").joinpath("assertion_columns.sql").read_text()
+def _parts() -> dict[str, str]:
+    return sql_parts("assertion_columns.sql")
 
 
 def _arrow(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
@@ -59,10 +59,7 @@ def _arrow(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     if isinstance(rows, pa.Table):
         return rows
     try:
-        names = set().union(*rows)
-        if not names <= FIELDS:
-            return None
-        return pa.table({name: [row.get(name) for row in rows] for name in sorted(names)})
+        return pa.table({name: [row.get(name) for row in rows] for name in sorted(set().union(*rows))})
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
 
@@ -118,9 +115,10 @@ def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"CREATE OR REPLACE MACRO tm__text_time(x) AS {time_sql('x', 'VARCHAR')}")
+    con.execute(_parts()["macros"])
     con.register("_tm_assertions_in", pa.table(columns))
     try:
-        out = con.sql(_statement(), params={"link_types": list(LINK_TYPES)}).to_arrow_table()
+        out = con.sql(_parts()["assertions"], params={"link_types": list(LINK_TYPES)}).to_arrow_table()
     finally:
         con.close()
     if out.num_rows != table.num_rows or not out.column("accepted").to_numpy(zero_copy_only=False).all():

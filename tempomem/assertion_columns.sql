@@ -3,8 +3,16 @@
 -- columns, each time as `<name>_text` or `<name>_time`, and `op`, the row's place).
 -- `accepted` is false for a row any check refuses; the driver then validates row by row,
 -- which names the row, the field and the reason. A string is blank here when it holds only
--- characters of a superset of Python's whitespace, so this never accepts what Python refuses.
+-- characters of a superset of Python's whitespace (tm__blank), so this never accepts what
+-- Python refuses.
 -- Needs the macro tm__text_time(x): the time grammar of SPEC §2 over text (timegrammar.time_sql).
+
+-- @part macros
+-- Whether a string holds only characters of a superset of Python's whitespace (str.isspace):
+-- ASCII blanks, the separators \x1c-\x1f, NEL and every Unicode separator.
+CREATE OR REPLACE MACRO tm__blank(s) AS regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*');
+
+-- @part assertions
 WITH i AS (
     SELECT i.*,
            list_concat(CASE WHEN i.artifact IS NULL THEN [] ELSE [i.artifact] END,
@@ -17,11 +25,11 @@ WITH i AS (
 checked AS (
     SELECT i.*,
            list_transform([i.subject, i.predicate, i.object], lambda s: s IS NULL
-               OR regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*') OR contains(s, chr(0))) AS required_bad,
+               OR tm__blank(s) OR contains(s, chr(0))) AS required_bad,
            list_transform([i.scope, i.source], lambda s: s IS NOT NULL AND s <> ''
-               AND (regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*') OR contains(s, chr(0)))) AS default_bad,
+               AND (tm__blank(s) OR contains(s, chr(0)))) AS default_bad,
            list_filter(i.given_artifacts, lambda s: s IS NULL
-               OR regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*') OR contains(s, chr(0))) AS artifacts_bad
+               OR tm__blank(s) OR contains(s, chr(0))) AS artifacts_bad
     FROM i
 )
 SELECT c.op,

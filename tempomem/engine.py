@@ -199,7 +199,7 @@ class Engine:
     # -- the write path -------------------------------------------------------------------------
     def assertions(self, news: list[dict[str, Any]]) -> list[Fact]:
         """Commit validated assertions (``writepath.new_assertion``) in order; return where each landed."""
-        if len(news) > SET_BASED_FROM:
+        if self.set_based(len(news)):
             from .bulk import ops_from_news
 
             return self.checked_assertions(ops_from_news(news))

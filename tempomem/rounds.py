@@ -21,11 +21,11 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from importlib import resources
 
 import duckdb
 import pyarrow as pa
 
+from .connection import sql_parts
 from .ids import FACT_ID_MACRO
 from .schema import EVENT_SCHEMA
 from .temporal import decisions
@@ -56,13 +56,8 @@ class Applied:
 
 @cache
 def _statements() -> dict[str, list[str]]:
-    """``rounds.sql`` split into its named sections, each a list of statements."""
-    text = resources.files("tempomem").joinpath("rounds.sql").read_text()
-    sections: dict[str, list[str]] = {}
-    for part in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
-        name, _, body = part.partition("\n")
-        sections[name.strip()] = [s for s in _split(body) if s]
-    return sections
+    """``rounds.sql`` split into its named parts, each a list of statements."""
+    return {name: _split(body) for name, body in sql_parts("rounds.sql").items()}
 
 
 def _split(body: str) -> list[str]:

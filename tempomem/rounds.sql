@@ -16,10 +16,11 @@
 --                (the states it changed) as `_tm_emitted`, with the round's number.
 -- This file needs macros.sql (tm_overlaps, tm__cmp_starts) loaded first.
 --
--- Statements are named by `-- name:` lines; `setup` runs once per connection, each statement
--- of `round` once per round with $round bound, `output` once at the end.
+-- Statements are grouped in parts named by `-- @part` lines (connection.sql_parts): `setup` and
+-- `runs` run once, each statement of `round` once per round with $round bound, `output` once at
+-- the end.
 
--- name: setup
+-- @part setup
 -- Which row of SPEC §5's table a pair (N, S) falls in; decisions.case_of is its twin.
 CREATE OR REPLACE MACRO tm_case(n_object, n_from, n_to, s_object, s_from, s_to) AS CASE
     WHEN NOT tm_overlaps(n_from, n_to, s_from, s_to) THEN
@@ -33,7 +34,7 @@ CREATE OR REPLACE MACRO tm_case(n_object, n_from, n_to, s_object, s_from, s_to) 
 CREATE OR REPLACE MACRO tm_merged_artifacts(have, more) AS
     coalesce(have, []) || list_filter(coalesce(more, []), lambda x: NOT list_contains(coalesce(have, []), x));
 
--- name: runs
+-- @part runs
 -- Before the rounds, the two shapes most of a real log has, in closed form: a key with very many
 -- operations then costs one pass over them, not one round each. A key's leading operations
 -- qualify while each is an assertion with a known start and no end, recorded after every stored
@@ -99,7 +100,7 @@ stored_multi AS (
 )
 SELECT y.*, sum(CAST(y.leads AS INTEGER)) OVER (PARTITION BY y.scope, y.subject, y.predicate ORDER BY y.op
                                                 ROWS UNBOUNDED PRECEDING) AS run,
-       CASE WHEN NOT y.leads THEN y.open_id END AS stored_id
+       CAST(NULL AS VARCHAR) AS stored_id
 FROM single AS y
 UNION ALL
 SELECT x.*, t.fact_id IS NULL AND row_number() OVER (PARTITION BY x.scope, x.subject, x.predicate, x.object
@@ -227,7 +228,7 @@ SELECT s.* FROM _tm_state AS s
 SEMI JOIN (SELECT DISTINCT o.scope, o.subject, o.predicate FROM _tm_ops AS o) AS k
        ON k.scope = s.scope AND k.subject = s.subject AND k.predicate = s.predicate;
 
--- name: round
+-- @part round
 -- This round's operations: at most one per key.
 CREATE OR REPLACE TEMP TABLE _tm_r AS
 SELECT * FROM _tm_ops WHERE round = $round;
@@ -395,7 +396,7 @@ WHERE f.refused IS NOT NULL
 UNION ALL
 SELECT c.op, c.refused, c.fact_id, NULL, NULL FROM _tm_corrections AS c WHERE c.refused IS NOT NULL;
 
--- name: output
+-- @part output
 -- One revision row per fact and commit: its state after the last round of that commit (within
 -- one commit only each fact's final state is a belief), numbered after its stored revisions,
 -- repeating the revision it follows in prev_* (the stored one, or the previous commit's).
