@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .connection import new_connection
+from .keyindex import KeyIndex
 from .schema import Fact
 from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
@@ -31,19 +33,16 @@ _MAX_KEYS = 200_000
 #: Rows another writer appended beyond this many are not read key by key: the cache empties.
 _MAX_FOREIGN_ROWS = 100_000
 
-_LATEST = "QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)"
-_BELIEVED = "e.status NOT IN ('retracted', 'erased')"
+#: Up to this many keys are read through the key index; more in one DuckDB query.
+_INDEXED_KEYS = 64
+_UNBELIEVED = ("retracted", "erased")
 # Read straight from the version's files, not through the views: a writer then binds nothing
 # when the version moves, and the key filter prunes row groups by their statistics.
-_ONE_KEY_SQL = f"""
-SELECT e.* FROM read_parquet($files) AS e
-WHERE e.scope = $scope AND e.subject = $subject AND e.predicate = $predicate
-{_LATEST} AND {_BELIEVED}"""
-_KEYS_SQL = f"""
+_KEYS_SQL = """
 SELECT e.* FROM read_parquet($files) AS e
 SEMI JOIN _tm_cache_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
 WHERE list_contains($subjects, e.subject)
-{_LATEST} AND {_BELIEVED}"""
+QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id) AND e.status NOT IN ('retracted', 'erased')"""
 _FACT_SQL = "SELECT e.* FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
 
 
@@ -78,12 +77,24 @@ def from_rows(table: pa.Table) -> list[dict[str, Any]]:
     return rows
 
 
+def latest_believed(rows: pa.Table) -> pa.Table:
+    """Of the rows of some facts, each fact's latest revision, where it is still believed (what
+    ``_KEYS_SQL`` selects, for rows the key index read)."""
+    if rows.num_rows == 0:
+        return rows
+    rows = rows.sort_by([("fact_id", "ascending"), ("revision", "descending")])
+    ids = rows["fact_id"].combine_chunks()
+    first = pa.concat_arrays([pa.array([True]), pc.not_equal(ids[1:], ids[:-1])])
+    rows = rows.filter(first)
+    return rows.filter(pc.invert(pc.is_in(rows["status"], pa.array(_UNBELIEVED))))
+
+
 def _key(state: dict[str, Any]) -> Key:
     return state["scope"], state["subject"], state["predicate"]
 
 
 def _believed(state: dict[str, Any]) -> bool:
-    return state["status"] not in ("retracted", "erased")
+    return state["status"] not in _UNBELIEVED
 
 
 def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]],
@@ -131,6 +142,7 @@ class StateCache:
         self._keys: dict[Key, dict[str, dict[str, Any]]] = {}
         self._key_of: dict[str, Key] = {}
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._index = KeyIndex()
 
     def forget_all(self, version: int, epoch: int | None) -> None:
         """Start again at ``version`` (after a write whose rows the cache did not see)."""
@@ -192,10 +204,8 @@ class StateCache:
         if not files:
             return
         con = self._reader()
-        if len(keys) == 1:
-            scope, subject, predicate = keys[0]
-            table = con.sql(_ONE_KEY_SQL, params={"files": files, "scope": scope, "subject": subject,
-                                                  "predicate": predicate}).to_arrow_table()
+        if len(keys) <= _INDEXED_KEYS:
+            table = latest_believed(self._index.rows(files, keys))
         else:
             con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),
                                                              map(list, zip(*keys, strict=True)), strict=True))))

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 import tempomem as tm
 from tempomem.erasure import hash_subject
-from tempomem.storage.delta import op_compact, run
+from tempomem.storage.delta import run
 
 
 def _bytes_found(folder: Path, needle: str) -> list[str]:
@@ -40,7 +40,7 @@ def store(tmp_path):
         mem.assert_fact("customer-4242", "visits", f"page-{i}", valid_from="2025-06-01")
     # a compaction (whose replaced files stay on disk for an hour) and a log checkpoint, so
     # the name sits in files no current version references
-    run(op_compact, str(mem.path))
+    mem._storage.compact()
     run(lambda uri: DeltaTable(uri).create_checkpoint(), str(mem.path))
     assert any(".checkpoint." in p.name for p in (mem.path / "_delta_log").iterdir())
     return mem, clock, ids

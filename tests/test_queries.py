@@ -206,7 +206,7 @@ def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, m
 
 
 def test_compaction_merges_small_files_and_changes_no_answer(mem, clock):
-    from tempomem.storage import delta, folder
+    from tempomem.storage import folder
 
     clock.set("2026-01-02")
     for i in range(folder._SMALL_FILES_BEFORE_COMPACTION + 3):
@@ -216,7 +216,7 @@ def test_compaction_merges_small_files_and_changes_no_answer(mem, clock):
     assert len(files) < folder._SMALL_FILES_BEFORE_COMPACTION
     before = mem.history("svc", revisions=True)
     assert before.height == 2 * (folder._SMALL_FILES_BEFORE_COMPACTION + 3) - 1
-    delta.run(delta.op_compact, str(mem.path))  # compact again, explicitly
+    mem._storage.compact()  # compact again, explicitly
     assert len(mem._storage.snapshot().files) == 1
     assert mem.history("svc", revisions=True).equals(before)
     assert mem.as_of("2025-01-01T00:10:30Z", "svc")["object"].to_list() == ["10"]

@@ -11,6 +11,7 @@ import json
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -112,30 +113,43 @@ def op_snapshot(path: str, newest_on_disk: int) -> Snapshot:
     return Snapshot(dt.version(), tuple(dt.file_uris()))
 
 
-def op_append(path: str, table: pa.Table) -> int:
-    from deltalake import write_deltalake
-
+def op_plain_appends(path: str) -> bool:
+    """Whether an append may be written as a plain log entry (:mod:`.log`): the table asks
+    nothing of a writer beyond what that entry does (writer version 2 at most, no invariants)."""
     dt = _table(path)
     dt.update_incremental()
-    write_deltalake(dt, table, mode="append", writer_properties=writer_properties())
-    return dt.version()
+    return dt.protocol().min_writer_version <= 2 and not any(
+        "delta.invariants" in (f.metadata or {}) for f in dt.schema().fields)
 
 
-def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str) -> int:
+def op_checkpoint(path: str) -> None:
+    dt = _table(path)
+    dt.update_incremental()
+    dt.create_checkpoint()
+
+
+def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str,
+                 replaced: list[tuple[str, int]] | None = None) -> int:
     """Commit Parquet files already written in the table folder as one transaction.
 
-    ``mode="overwrite"`` (a fold) also removes every file of the previous version; those are
-    deleted from disk once older than the retention, so readers that listed them can finish.
+    ``mode="overwrite"`` (a fold) also removes every file of the previous version; ``replaced``
+    (a compaction: path, size) removes those files only, and marks the commit as changing no
+    data. Removed files are deleted from disk once older than the retention, so readers that
+    listed them can finish.
     """
-    from deltalake.transaction import AddAction
+    from deltalake.transaction import AddAction, RemoveAction
 
     dt = _table(path)
     dt.update_incremental()
-    actions = [AddAction(name, size, {}, mtime_ms, True, stats) for name, size, mtime_ms, stats in entries]
+    rewrite = replaced is not None
+    actions: list[Any] = [AddAction(name, size, {}, mtime_ms, not rewrite, stats)
+                          for name, size, mtime_ms, stats in entries]
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    actions += [RemoveAction(name, False, now_ms, size) for name, size in replaced or ()]
     dt.create_write_transaction(actions, mode=mode, schema=EVENT_SCHEMA)
-    if mode == "overwrite":
+    if mode == "overwrite" or rewrite:
         dt.update_incremental()  # the transaction does not move this handle's snapshot
-        _vacuum(dt)
+        _vacuum(dt, every_seconds=0 if mode == "overwrite" else _VACUUM_RETENTION_HOURS * 3600 / 4)
     return dt.version()
 
 
@@ -179,15 +193,18 @@ def parquet_stats(path: str | os.PathLike[str]) -> str:
     return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
-def op_compact(path: str) -> int:
-    dt = _table(path)
-    dt.update_incremental()
-    dt.optimize.compact(writer_properties=writer_properties())
-    _vacuum(dt)
-    return dt.version()
+_last_vacuum: dict[str, float] = {}
 
 
-def _vacuum(dt: Any) -> None:
+def _vacuum(dt: Any, *, every_seconds: float = 0) -> None:
+    """Delete files no version within the retention references. ``every_seconds``: not more
+    often than that per table and process (a compaction's replaced files are young anyway: a
+    vacuum lists the whole folder, and every merge of small files running one would cost more
+    than the merge)."""
+    now = time.monotonic()
+    if every_seconds and now - _last_vacuum.get(dt.table_uri, -every_seconds) < every_seconds:
+        return
+    _last_vacuum[dt.table_uri] = now
     # full=True also deletes files the log never referenced (left by a writer killed between
     # writing its Parquet file and committing it) once they are older than the retention.
     dt.vacuum(retention_hours=_VACUUM_RETENTION_HOURS, enforce_retention_duration=False, dry_run=False, full=True)

@@ -22,21 +22,21 @@ import pyarrow as pa
 
 from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, SORT_KEYS
-from . import delta
+from . import delta, log
 from .delta import Snapshot, parquet_stats, run
-from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS
+from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
 
 _META_DIR = "_tempomem"
 _LOG_DIR = "_delta_log"
-#: Compact once this many files under _SMALL_FILE_BYTES have piled up.
+#: Compact once this many files of one size tier have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
-_SMALL_FILE_BYTES = 16 * 1024 * 1024
+#: The size tiers of small files: under 1 MiB (a commit's file, or a merge of a few hundred),
+#: then under 16 MiB. A merge takes one tier's files, so the write path's one-row files are not
+#: merged again and again into one ever larger file: each row is rewritten about twice.
+_TIER_BYTES = (1024 * 1024, 16 * 1024 * 1024)
+_SMALL_FILE_BYTES = _TIER_BYTES[-1]
 #: A compaction folds the table once rows written since the last fold are 1/8 of it or more.
 _FOLD_WHEN_FRESH_SHARE = 8
-
-
-def _entry(version: int) -> str:
-    return f"{version:020d}.json"
 
 
 class Storage:
@@ -47,6 +47,7 @@ class Storage:
         self._uri = str(self.path)
         self._snapshot = Snapshot(-1, ())
         self._newest = -1
+        self._plain: bool | None = None
 
     # creation and discovery
     @staticmethod
@@ -95,11 +96,11 @@ class Storage:
         Versions only grow, so after the first listing it probes the next entries' names: a
         store of many commits is not listed on every commit.
         """
-        log = self.path / _LOG_DIR
-        if self._newest < 0 or not (log / _entry(self._newest)).exists():
-            self._newest = max((int(n[:20]) for n in os.listdir(log) if n.endswith(".json") and n[:20].isdigit()),
+        entries = self.path / _LOG_DIR
+        if self._newest < 0 or not (entries / log.entry_name(self._newest)).exists():
+            self._newest = max((int(n[:20]) for n in os.listdir(entries) if n.endswith(".json") and n[:20].isdigit()),
                                default=-1)
-        while (log / _entry(self._newest + 1)).exists():
+        while (entries / log.entry_name(self._newest + 1)).exists():
             self._newest += 1
         return self._newest
 
@@ -113,7 +114,7 @@ class Storage:
         out: list[tuple[str, int]] = []
         for version in range(since + 1, self.latest_version() + 1):
             try:
-                lines = (self.path / _LOG_DIR / _entry(version)).read_text().splitlines()
+                lines = (self.path / _LOG_DIR / log.entry_name(version)).read_text().splitlines()
             except FileNotFoundError:
                 return None
             actions = [json.loads(line) for line in lines if line.strip()]
@@ -126,15 +127,34 @@ class Storage:
         return out
 
     def snapshot(self) -> Snapshot:
-        """The current version and its data files (cached while the log has not moved)."""
+        """The current version and its data files (cached while the log has not moved; moved on
+        by the entries in between when it can be, :func:`.log.files_after`)."""
         newest = self.latest_version()
         if newest != self._snapshot.version:
-            self._snapshot = run(delta.op_snapshot, self._uri, newest)
+            files = None if self._snapshot.version < 0 else log.files_after(
+                self.path, self._snapshot.files, self._snapshot.version, newest)
+            if files is None:
+                self._plain = None  # the protocol may have changed: ask again before a plain append
+                self._snapshot = run(delta.op_snapshot, self._uri, newest)
+            else:
+                self._snapshot = Snapshot(newest, files)
         return self._snapshot
 
     def append(self, table: pa.Table) -> int:
-        """Commit ``table`` as one atomic Delta commit; returns the new version."""
-        version = run(delta.op_append, self._uri, table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA))
+        """Commit ``table`` as one atomic Delta commit; returns the new version.
+
+        The Parquet file is written here with the store's writer settings and then committed
+        as an add action: for a one-row commit that is about half of what ``write_deltalake``
+        costs (``benchmarks/bench_writes.py fact``).
+        """
+        file = self.new_file_path()
+        try:
+            with parquet_writer(file) as writer:
+                writer.write_table(table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA), row_group_size=ROW_GROUP_ROWS)
+        except BaseException:
+            file.unlink(missing_ok=True)
+            raise
+        version = self._commit_files([file], "append")
         self.compact_if_needed()
         return version
 
@@ -155,20 +175,45 @@ class Storage:
             self.compact_if_needed()
         return version
 
-    def _commit_files(self, files: list[Path], mode: str) -> int:
-        before = self.latest_version()
+    def _commit_files(self, files: list[Path], mode: str, replaced: list[str] | None = None) -> int:
+        """Commit ``files`` (and the removal of ``replaced``); the snapshot moves with the commit."""
+        before = self.snapshot()
         try:
             entries = []
             for file in files:
                 info = file.stat()
-                entries.append((file.relative_to(self.path).as_posix(), info.st_size,
-                                info.st_mtime_ns // 1_000_000, parquet_stats(file)))
-            return run(delta.op_add_files, self._uri, entries, mode)
+                entries.append((self._relative(file), info.st_size, info.st_mtime_ns // 1_000_000, parquet_stats(file)))
+            version = None
+            if mode == "append" and replaced is None and self._plain_appends():
+                version = before.version + 1
+                if not log.put_append(self.path / _LOG_DIR, version, [log.add_action(*e) for e in entries]):
+                    version = None  # another program took that version: deltalake resolves it
+                elif version % log.CHECKPOINT_INTERVAL == 0:
+                    run(delta.op_checkpoint, self._uri)
+            if version is None:
+                removed = None if replaced is None else [(self._relative(f), os.path.getsize(f)) for f in replaced]
+                run(delta.op_add_files, self._uri, entries, mode, removed)
+                version = self.latest_version()
         except BaseException:
-            if self.latest_version() == before:
+            if self.latest_version() == before.version:
                 for file in files:
                     file.unlink(missing_ok=True)
             raise
+        if version == before.version + 1:
+            # nobody committed in between (we hold the writer lock): the new file list is known
+            gone = set(replaced or ())
+            kept = () if mode == "overwrite" else tuple(f for f in before.files if f not in gone)
+            self._snapshot = Snapshot(version, kept + tuple(str(f.resolve()) for f in files))
+            self._newest = max(self._newest, version)
+        return version
+
+    def _plain_appends(self) -> bool:
+        if self._plain is None:
+            self._plain = run(delta.op_plain_appends, self._uri)
+        return self._plain
+
+    def _relative(self, file: str | Path) -> str:
+        return Path(file).resolve().relative_to(self.path).as_posix()
 
     def overwrite(self, table: pa.Table) -> int:
         """Replace every row in one commit and delete the replaced files from disk."""
@@ -191,19 +236,42 @@ class Storage:
 
         Called by writers, under the writer lock. When the rows written since the last fold
         are a large share of the table (so that reads spend time deriving their belief ends),
-        the merge is a fold (:meth:`fold`); otherwise Delta's bin-packing merges the small
-        files only, which costs little however large the table is.
+        the merge is a fold (:meth:`fold`); otherwise only the small files are merged
+        (:meth:`compact`), which costs little however large the table is.
         """
         snap = self.snapshot()
-        small = sum(1 for f in snap.files if os.path.getsize(f) < _SMALL_FILE_BYTES)
-        if small < _SMALL_FILES_BEFORE_COMPACTION:
+        tiers: list[list[str]] = [[] for _ in _TIER_BYTES]
+        for file in snap.files:
+            size = os.path.getsize(file)
+            tier = next((t for t, bound in enumerate(_TIER_BYTES) if size < bound), None)
+            if tier is not None:
+                tiers[tier].append(file)
+        full = next((t for t in tiers if len(t) >= _SMALL_FILES_BEFORE_COMPACTION), None)
+        if full is None:
             return False
         fresh, total = delta.fresh_rows(snap.files)
         if fresh * _FOLD_WHEN_FRESH_SHARE >= total:
             self.fold()
         else:
-            run(delta.op_compact, self._uri)
+            self.compact(full)
         return True
+
+    def compact(self, files: list[str] | None = None) -> int | None:
+        """Merge ``files`` (default: every file under the small-file size) into files sorted by
+        the store's key, in one commit that changes no data; returns the new version, or
+        ``None`` when there were fewer than two to merge.
+
+        Sorted by key, a merged file keeps what a point read relies on: row groups whose key
+        statistics are narrow enough to skip. (Delta's own bin-packing concatenates its input
+        in no order, and would rewrite a large sorted file with it.) Call it under the writer lock.
+        """
+        if files is None:
+            files = [f for f in self.snapshot().files if os.path.getsize(f) < _SMALL_FILE_BYTES]
+        if len(files) < 2:
+            return None
+        order = ", ".join(name for name, _ in SORT_KEYS)
+        merged = self._copy_sorted("SELECT * FROM read_parquet($files)", order, {"files": list(files)}, views=False)
+        return self._commit_files(merged, "append", replaced=list(files))
 
     def fold(self) -> int:
         """Rewrite every row with its belief end stored (``folded``), sorted, in one commit.
@@ -212,42 +280,47 @@ class Storage:
         No answer changes: the rows are the ``_tm_folded`` view of the current version. Call
         it under the writer lock; returns the new version.
         """
+        # The rows still believed first, then the rest, each part in key order: `facts`
+        # (snapshots, point queries, history) reads only the first part, skipping the row
+        # groups of the second by their statistics (at 10M revisions of which 1.2M are
+        # believed, the rows of a snapshot as_of: 3.2 -> 2.1 s CPU).
+        order = "folded_until IS NOT NULL, " + ", ".join(name for name, _ in SORT_KEYS)
+        return self._commit_files(self._copy_sorted("SELECT * FROM _tm_folded", order, {}, views=True), "overwrite")
+
+    def _copy_sorted(self, query: str, order: str, params: dict[str, Any], *, views: bool) -> list[Path]:
+        """Write ``query``'s rows in ``order`` into new files of the table folder (not committed).
+
+        Files of FOLD_ROW_GROUPS_PER_FILE row groups, in that order across files: a point
+        query then reads the footer of the files it skips, not of every row group. ``views``:
+        bind the views to the current version first (a query over ``_tm_folded``).
+        """
         from ..connection import bind_files, new_connection, without_progress_bar
 
-        snap = self.snapshot()
         con = new_connection()
         without_progress_bar(con)
+        folder = self.path / f"fold-{uuid.uuid4()}"
         with tempfile.TemporaryDirectory(prefix="tempomem-fold-") as spill:
             con.execute("SET memory_limit = $limit", {"limit": FOLD_MEMORY})
             con.execute("SET temp_directory = $dir", {"dir": spill})
-            bind_files(con, snap.files, first=True)
-            folder = self.path / f"fold-{uuid.uuid4()}"
-            # The rows still believed first, then the rest, each part in key order: `facts`
-            # (snapshots, point queries, history) reads only the first part, skipping the row
-            # groups of the second by their statistics (at 10M revisions of which 1.2M are
-            # believed, the rows of a snapshot as_of: 3.2 -> 2.1 s CPU).
-            order = "folded_until IS NOT NULL, " + ", ".join(name for name, _ in SORT_KEYS)
+            if views:
+                bind_files(con, self.snapshot().files, first=True)
             try:
-                # Files of FOLD_ROW_GROUPS_PER_FILE row groups, in that order across files: a
-                # point query then reads the footer of files it skips, not of every row group.
-                con.execute(f"COPY (SELECT * FROM _tm_folded ORDER BY {order}) TO $folder "
+                con.execute(f"COPY ({query} ORDER BY {order}) TO $folder "
                             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
                             f"ROW_GROUPS_PER_FILE {FOLD_ROW_GROUPS_PER_FILE}, PRESERVE_ORDER true, "
                             "FILENAME_PATTERN 'part-{i}')",
-                            {"folder": str(folder)})
-                files = sorted(folder.glob("*.parquet"))
+                            {**params, "folder": str(folder)})
+                return sorted(folder.glob("*.parquet"))
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
             finally:
                 con.close()
-        return self._commit_files(files, "overwrite")
 
     def referenced_files(self) -> set[str]:
         """Every data file any retained log entry or checkpoint has ever added."""
-        log = self.path / _LOG_DIR
         seen: set[str] = set()
-        for entry in sorted(log.iterdir()):
+        for entry in sorted((self.path / _LOG_DIR).iterdir()):
             if entry.name.endswith(".json") and entry.name[:20].isdigit():
                 for line in entry.read_text().splitlines():
                     action = json.loads(line) if line.strip() else {}
