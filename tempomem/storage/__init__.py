@@ -1,7 +1,8 @@
 """Storage: the only package that imports ``deltalake`` or writes Parquet into a store.
 
 :class:`Storage` is a store folder (:mod:`.folder`); every deltalake call runs through
-:mod:`.delta`; every Parquet writer setting lives in :mod:`.writer`.
+:mod:`.delta`; the log entries tempomem writes and follows itself (one-file appends, the file
+list of a newer version) are :mod:`.log`; every Parquet writer setting lives in :mod:`.writer`.
 """
 
 from .delta import Snapshot, parquet_stats, snapshot_files
