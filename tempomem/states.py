@@ -36,13 +36,13 @@ _MAX_FOREIGN_ROWS = 100_000
 #: Up to this many keys are read through the key index; more in one DuckDB query.
 _INDEXED_KEYS = 64
 _UNBELIEVED = ("retracted", "erased")
-# Read straight from the version's files, not through the views: a writer then binds nothing
-# when the version moves, and the key filter prunes row groups by their statistics.
+# The rows of many keys, read straight from the version's files, not through the views: a
+# writer then binds nothing when the version moves, and the key filter prunes row groups by
+# their statistics.
 _KEYS_SQL = """
 SELECT e.* FROM read_parquet($files) AS e
 SEMI JOIN _tm_cache_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
-WHERE list_contains($subjects, e.subject)
-QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id) AND e.status NOT IN ('retracted', 'erased')"""
+WHERE list_contains($subjects, e.subject)"""
 _FACT_SQL = "SELECT e.* FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
 
 
@@ -78,8 +78,7 @@ def from_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 
 def latest_believed(rows: pa.Table) -> pa.Table:
-    """Of the rows of some facts, each fact's latest revision, where it is still believed (what
-    ``_KEYS_SQL`` selects, for rows the key index read)."""
+    """Of the rows of some facts, each fact's latest revision, where it is still believed."""
     if rows.num_rows == 0:
         return rows
     rows = rows.sort_by([("fact_id", "ascending"), ("revision", "descending")])
@@ -203,18 +202,18 @@ class StateCache:
             self._keys[key] = {}
         if not files:
             return
-        con = self._reader()
         if len(keys) <= _INDEXED_KEYS:
-            table = latest_believed(self._index.rows(files, keys))
+            rows = self._index.rows(files, keys)
         else:
+            con = self._reader()
             con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),
                                                              map(list, zip(*keys, strict=True)), strict=True))))
             try:
-                table = con.sql(_KEYS_SQL, params={"files": files,
-                                                   "subjects": sorted({k[1] for k in keys})}).to_arrow_table()
+                rows = con.sql(_KEYS_SQL, params={"files": files,
+                                                  "subjects": sorted({k[1] for k in keys})}).to_arrow_table()
             finally:
                 con.unregister("_tm_cache_keys")
-        for state in from_rows(table):
+        for state in from_rows(latest_believed(rows)):
             self._put(state)
 
     def _put(self, state: dict[str, Any]) -> None:

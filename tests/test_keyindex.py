@@ -80,7 +80,7 @@ def test_compaction_merges_only_small_files_sorted_by_key(mem, clock, monkeypatc
     monkeypatch.setattr(folder, "_SMALL_FILES_BEFORE_COMPACTION", 1 << 30)  # compact by hand below
     mem.assert_many([{"subject": f"big-{i:03d}", "predicate": "p", "object": "x"} for i in range(600)])
     big = mem._storage.snapshot().files
-    monkeypatch.setattr(folder, "_SMALL_FILE_BYTES", min(os.path.getsize(f) for f in big))  # big is not small
+    monkeypatch.setattr(folder, "_TIER_BYTES", (min(os.path.getsize(f) for f in big),))  # big is not small
     for subject in ["zeta", "alpha", "mid", "alpha"]:
         clock.advance(hours=1)
         mem.assert_fact(subject, "p", f"v-{clock.now:%H}")

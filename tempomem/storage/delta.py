@@ -129,7 +129,7 @@ def op_checkpoint(path: str) -> None:
 
 
 def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str,
-                 replaced: list[tuple[str, int]] | None = None) -> int:
+                 replaced: list[tuple[str, int]] | None = None) -> None:
     """Commit Parquet files already written in the table folder as one transaction.
 
     ``mode="overwrite"`` (a fold) also removes every file of the previous version; ``replaced``
@@ -150,7 +150,6 @@ def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str,
     if mode == "overwrite" or rewrite:
         dt.update_incremental()  # the transaction does not move this handle's snapshot
         _vacuum(dt, every_seconds=0 if mode == "overwrite" else _VACUUM_RETENTION_HOURS * 3600 / 4)
-    return dt.version()
 
 
 def _stat_value(value: Any, *, upper: bool) -> Any:

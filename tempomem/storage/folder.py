@@ -27,16 +27,25 @@ from .delta import Snapshot, parquet_stats, run
 from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
 
 _META_DIR = "_tempomem"
-_LOG_DIR = "_delta_log"
 #: Compact once this many files of one size tier have piled up.
 _SMALL_FILES_BEFORE_COMPACTION = 32
 #: The size tiers of small files: under 1 MiB (a commit's file, or a merge of a few hundred),
 #: then under 16 MiB. A merge takes one tier's files, so the write path's one-row files are not
 #: merged again and again into one ever larger file: each row is rewritten about twice.
 _TIER_BYTES = (1024 * 1024, 16 * 1024 * 1024)
-_SMALL_FILE_BYTES = _TIER_BYTES[-1]
 #: A compaction folds the table once rows written since the last fold are 1/8 of it or more.
 _FOLD_WHEN_FRESH_SHARE = 8
+
+
+def _tiers(files: tuple[str, ...]) -> list[list[str]]:
+    """The small ones of ``files``, by size tier (``_TIER_BYTES``)."""
+    tiers: list[list[str]] = [[] for _ in _TIER_BYTES]
+    for file in files:
+        size = os.path.getsize(file)
+        tier = next((t for t, bound in enumerate(_TIER_BYTES) if size < bound), None)
+        if tier is not None:
+            tiers[tier].append(file)
+    return tiers
 
 
 class Storage:
@@ -52,7 +61,7 @@ class Storage:
     # creation and discovery
     @staticmethod
     def exists(path: str | os.PathLike[str]) -> bool:
-        return (Path(path) / _LOG_DIR).is_dir()
+        return (Path(path) / log.LOG_DIR).is_dir()
 
     @classmethod
     def create(cls, path: str | os.PathLike[str], settings: dict[str, Any]) -> Storage:
@@ -96,7 +105,7 @@ class Storage:
         Versions only grow, so after the first listing it probes the next entries' names: a
         store of many commits is not listed on every commit.
         """
-        entries = self.path / _LOG_DIR
+        entries = self.path / log.LOG_DIR
         if self._newest < 0 or not (entries / log.entry_name(self._newest)).exists():
             self._newest = max((int(n[:20]) for n in os.listdir(entries) if n.endswith(".json") and n[:20].isdigit()),
                                default=-1)
@@ -105,26 +114,9 @@ class Storage:
         return self._newest
 
     def appended_files(self, since: int) -> list[tuple[str, int]] | None:
-        """The data files (path, rows) that appends added after version ``since``.
-
-        A version that also removed files (a compaction or fold) rewrote rows without changing
-        them, so its files are not counted; an erasure is told by the clock's epoch. ``None``
-        when a log entry is gone (the log was cleaned up): the caller cannot know.
-        """
-        out: list[tuple[str, int]] = []
-        for version in range(since + 1, self.latest_version() + 1):
-            try:
-                lines = (self.path / _LOG_DIR / log.entry_name(version)).read_text().splitlines()
-            except FileNotFoundError:
-                return None
-            actions = [json.loads(line) for line in lines if line.strip()]
-            if any("remove" in a for a in actions):
-                continue
-            for action in actions:
-                if "add" in action:
-                    stats = json.loads(action["add"].get("stats") or "{}")
-                    out.append((str(self.path / action["add"]["path"]), int(stats.get("numRecords", 1 << 40))))
-        return out
+        """The data files (path, rows) that appends added after version ``since``
+        (:func:`.log.appended`); an erasure is told by the clock's epoch."""
+        return log.appended(self.path, since, self.latest_version())
 
     def snapshot(self) -> Snapshot:
         """The current version and its data files (cached while the log has not moved; moved on
@@ -186,14 +178,14 @@ class Storage:
             version = None
             if mode == "append" and replaced is None and self._plain_appends():
                 version = before.version + 1
-                if not log.put_append(self.path / _LOG_DIR, version, [log.add_action(*e) for e in entries]):
+                if not log.put_append(self.path, version, [log.add_action(*e) for e in entries]):
                     version = None  # another program took that version: deltalake resolves it
                 elif version % log.CHECKPOINT_INTERVAL == 0:
                     run(delta.op_checkpoint, self._uri)
             if version is None:
                 removed = None if replaced is None else [(self._relative(f), os.path.getsize(f)) for f in replaced]
                 run(delta.op_add_files, self._uri, entries, mode, removed)
-                version = self.latest_version()
+                version = self.latest_version()  # deltalake's handle does not move with its own commit
         except BaseException:
             if self.latest_version() == before.version:
                 for file in files:
@@ -240,13 +232,7 @@ class Storage:
         (:meth:`compact`), which costs little however large the table is.
         """
         snap = self.snapshot()
-        tiers: list[list[str]] = [[] for _ in _TIER_BYTES]
-        for file in snap.files:
-            size = os.path.getsize(file)
-            tier = next((t for t, bound in enumerate(_TIER_BYTES) if size < bound), None)
-            if tier is not None:
-                tiers[tier].append(file)
-        full = next((t for t in tiers if len(t) >= _SMALL_FILES_BEFORE_COMPACTION), None)
+        full = next((t for t in _tiers(snap.files) if len(t) >= _SMALL_FILES_BEFORE_COMPACTION), None)
         if full is None:
             return False
         fresh, total = delta.fresh_rows(snap.files)
@@ -257,7 +243,7 @@ class Storage:
         return True
 
     def compact(self, files: list[str] | None = None) -> int | None:
-        """Merge ``files`` (default: every file under the small-file size) into files sorted by
+        """Merge ``files`` (default: every small file, of any tier) into files sorted by
         the store's key, in one commit that changes no data; returns the new version, or
         ``None`` when there were fewer than two to merge.
 
@@ -266,7 +252,7 @@ class Storage:
         in no order, and would rewrite a large sorted file with it.) Call it under the writer lock.
         """
         if files is None:
-            files = [f for f in self.snapshot().files if os.path.getsize(f) < _SMALL_FILE_BYTES]
+            files = [f for tier in _tiers(self.snapshot().files) for f in tier]
         if len(files) < 2:
             return None
         order = ", ".join(name for name, _ in SORT_KEYS)
@@ -320,7 +306,7 @@ class Storage:
     def referenced_files(self) -> set[str]:
         """Every data file any retained log entry or checkpoint has ever added."""
         seen: set[str] = set()
-        for entry in sorted((self.path / _LOG_DIR).iterdir()):
+        for entry in sorted((self.path / log.LOG_DIR).iterdir()):
             if entry.name.endswith(".json") and entry.name[:20].isdigit():
                 for line in entry.read_text().splitlines():
                     action = json.loads(line) if line.strip() else {}
@@ -341,7 +327,7 @@ class Storage:
         """Parquet files in the folder outside the log and settings folders."""
         out = []
         for root, dirs, files in os.walk(self.path):
-            dirs[:] = [d for d in dirs if d not in (_LOG_DIR, _META_DIR)]
+            dirs[:] = [d for d in dirs if d not in (log.LOG_DIR, _META_DIR)]
             out.extend(str(Path(root, f).resolve()) for f in files if f.endswith(".parquet"))
         return sorted(out)
 

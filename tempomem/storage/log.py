@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+#: The log's folder inside a table folder.
+LOG_DIR = "_delta_log"
 #: delta-rs writes a checkpoint every this many versions (``delta.checkpointInterval``); the
 #: entries written here keep that rhythm, or a reader would replay ever more JSON files.
 CHECKPOINT_INTERVAL = 100
@@ -35,16 +37,17 @@ def entry_name(version: int) -> str:
     return f"{version:020d}.json"
 
 
-def put_append(log_dir: Path, version: int, adds: list[dict[str, Any]]) -> bool:
-    """Commit ``adds`` (Delta add actions) as ``version``; ``False`` when another writer has it."""
+def put_append(root: Path, version: int, adds: list[dict[str, Any]]) -> bool:
+    """Commit ``adds`` (Delta add actions) as ``version`` of the table at ``root``; ``False``
+    when another writer has it."""
     commit = {"timestamp": int(time.time() * 1000), "operation": "WRITE",
               "operationParameters": {"mode": "Append", "partitionBy": "[]"},
               "engineInfo": "tempomem", "clientVersion": "tempomem"}
     lines = [json.dumps({"commitInfo": commit})] + [json.dumps({"add": a}) for a in adds]
-    tmp = log_dir / f"_commit_{uuid.uuid4()}.json.tmp"
+    tmp = root / LOG_DIR / f"_commit_{uuid.uuid4()}.json.tmp"
     tmp.write_text("\n".join(lines) + "\n")
     try:
-        os.link(tmp, log_dir / entry_name(version))
+        os.link(tmp, root / LOG_DIR / entry_name(version))
         return True
     except FileExistsError:
         return False
@@ -58,17 +61,24 @@ def add_action(path: str, size: int, modified_ms: int, stats: str) -> dict[str, 
             "dataChange": True, "stats": stats}
 
 
+def actions(root: Path, version: int) -> list[dict[str, Any]] | None:
+    """The actions of version ``version``'s commit; ``None`` when its entry is gone (cleaned up)."""
+    try:
+        text = (root / LOG_DIR / entry_name(version)).read_text()
+    except FileNotFoundError:
+        return None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def files_after(root: Path, files: tuple[str, ...], since: int, until: int) -> tuple[str, ...] | None:
     """The data files of version ``until``, from those of version ``since`` (absolute paths)
     and the log entries in between; ``None`` when one of them is not a plain file change."""
     current = dict.fromkeys(files)
     for version in range(since + 1, until + 1):
-        try:
-            text = (root / "_delta_log" / entry_name(version)).read_text()
-        except FileNotFoundError:
+        found = actions(root, version)
+        if found is None:
             return None
-        for line in text.splitlines():
-            action = json.loads(line) if line.strip() else {}
+        for action in found:
             if {"protocol", "metaData"} & action.keys():
                 return None
             for kind in ("add", "remove"):
@@ -83,3 +93,24 @@ def files_after(root: Path, files: tuple[str, ...], since: int, until: int) -> t
                 else:
                     current.pop(path, None)
     return tuple(current)
+
+
+def appended(root: Path, since: int, until: int) -> list[tuple[str, int]] | None:
+    """The data files (absolute path, rows) that appends added in versions ``since`` + 1 to
+    ``until``; ``None`` when an entry is gone and the caller cannot know.
+
+    A version that also removed files (a compaction or fold) rewrote rows without changing
+    them, so its files are not counted.
+    """
+    out: list[tuple[str, int]] = []
+    for version in range(since + 1, until + 1):
+        found = actions(root, version)
+        if found is None:
+            return None
+        if any("remove" in a for a in found):
+            continue
+        for action in found:
+            if "add" in action:
+                stats = json.loads(action["add"].get("stats") or "{}")
+                out.append((str(root / action["add"]["path"]), int(stats.get("numRecords", 1 << 40))))
+    return out
