@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from . import rounds
 from .errors import ClockError, ConflictError
-from .schema import EVENT_SCHEMA, SORT_KEYS, Fact, facts_from_table
+from .schema import EVENT_SCHEMA, Fact, facts_from_table
 from .times import system_clock
 
 
@@ -71,7 +71,7 @@ def assert_set_based(engine: Engine, assertions: pa.Table) -> list[Fact]:
     if applied.refused.num_rows:
         _raise_refused(applied.refused, ops)
     if applied.rows.num_rows:
-        engine.commit(applied.rows.sort_by(SORT_KEYS), commit_time)
+        engine.commit(applied.rows, commit_time)
     return _landed_facts(applied, stored)
 
 

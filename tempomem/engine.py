@@ -158,14 +158,8 @@ class Engine:
         self._cache.forget_all(*self._record(last_us, rewrote=rewrote))
 
     # -- commits (under the writer lock) ---------------------------------------------------------
-    def append(self, table: pa.Table) -> None:
-        """Commit revision rows whose belief times are their own (a replay); the clock stays."""
-        last_us = self.last_api_us()
-        self.storage.append(table)
-        self._foreign(last_us)
-
     def add_files(self, files: list[Path], last_us: int | None) -> None:
-        """Commit Parquet files written in the table folder (backfill); the clock stays at ``last_us``."""
+        """Commit Parquet files written in the table folder (backfill, a replay); the clock stays at ``last_us``."""
         self.storage.add_files(files)
         self._foreign(last_us)
 

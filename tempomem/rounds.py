@@ -34,18 +34,19 @@ from .temporal import decisions
 #: correction names the assertion whose fact it retracts in ``target_op``).
 OP_COLUMNS = ("op", "kind", "commit_time", "scope", "subject", "predicate", "object", "valid_from", "valid_to",
               "valid_from_inferred", "reference_time", "artifacts", "reason", "target_op")
+# What the rounds keep of an operation: the key is `k` from `_tm_keys`.
+_OP_STATE_COLUMNS = tuple(c for c in OP_COLUMNS if c not in ("scope", "subject", "predicate"))
 PAYLOAD_COLUMNS = ("text", "source", "confidence", "origin", "attributes", "embedding", "link_type", "weight")
 
-_STATE_COLUMNS = ("fact_id", "scope", "subject", "predicate", "object", "valid_from", "valid_to",
-                  "valid_from_inferred", "retracted_at", "superseded_at", "superseded_by", "status", "reason",
-                  "artifacts", "first_recorded_at")
+_STATE_COLUMNS = ("fact_id", "object", "valid_from", "valid_to", "valid_from_inferred", "retracted_at",
+                  "superseded_at", "superseded_by", "status", "reason", "artifacts", "first_recorded_at")
 
 
 @dataclass(frozen=True)
 class Applied:
     """What a batch does, before anything is written."""
 
-    #: One revision row per fact and commit, in ``EVENT_SCHEMA``.
+    #: One revision row per fact and commit, in ``EVENT_SCHEMA``, in the store's sort order.
     rows: pa.Table
     #: ``op``, ``fact_id``: the fact each assertion that was not refused landed on.
     landed: pa.Table
@@ -70,8 +71,12 @@ def _code(statement: str) -> bool:
 
 
 def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None]], default_policy: str, *,
-          ingested_at: datetime, origin: str | None = None) -> Applied:
-    """Apply ``_tm_ops_in`` to ``_tm_stored`` (see the module doc); ``origin`` overrides every row's."""
+          ingested_at: datetime, origin: str | None = None, nonce: int | None = None) -> Applied:
+    """Apply ``_tm_ops_in`` to ``_tm_stored`` (see the module doc); ``origin`` overrides every row's.
+
+    New fact ids are made from each operation's time and ``op`` plus ``nonce`` (:func:`new_nonce`
+    when not given): batches applied with one nonce and distinct ``op`` numbers never share an id.
+    """
     for statement in _statements()["setup"]:
         con.execute(statement)
     con.register("_tm_decisions_in", pa.table(dict(zip(("case_name", "rule", "action"),
@@ -83,7 +88,7 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         "rule": pa.array([decisions.rule_of(rules[p][0], rules[p][1] or default_policy) for p in predicates],
                          pa.string())}))
     try:
-        _prepare(con, default_policy)
+        _prepare(con, default_policy, new_nonce() if nonce is None else nonce)
         for statement in _statements()["runs"]:
             con.execute(statement)
         closed_form = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
@@ -97,10 +102,11 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
             # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
             changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
             emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
-        con.register("_tm_emitted", pa.concat_tables([t.cast(closed_form.schema) for t in emitted]))
+        states = pa.concat_tables([t.cast(closed_form.schema) for t in emitted])
+        con.register("_tm_emitted", states.append_column("i", pa.array(range(states.num_rows), pa.int64())))
         out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at})
         rows = out.to_arrow_table().cast(EVENT_SCHEMA)
-        return Applied(rows, con.sql("SELECT * FROM _tm_landed ORDER BY op").to_arrow_table(),
+        return Applied(rows, con.sql("SELECT op, fact_id FROM _tm_landed ORDER BY op").to_arrow_table(),
                        con.sql("SELECT * FROM _tm_refused ORDER BY op").to_arrow_table())
     finally:
         for name in ("_tm_decisions_in", "_tm_rules_in", "_tm_emitted"):
@@ -111,37 +117,53 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str) -> None:
+def new_nonce() -> int:
+    """A random serial base for new fact ids (``ids.FACT_ID_MACRO``): two loads of the same log
+    never make the same ids."""
+    return secrets.randbits(58)
+
+
+def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str, nonce: int) -> None:
     """The tables the rounds read and write, from ``_tm_ops_in`` and ``_tm_stored``."""
     default_rule = decisions.rule_of("single", default_policy)
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_decisions AS SELECT * FROM _tm_decisions_in")
-    # A new fact's id sorts by its commit time, then by its place in the batch (ids.py); the
-    # nonce keeps two loads of the same log from making the same ids.
+    # A new fact's id sorts by its commit time, then by its place in the batch (ids.py).
     con.execute(FACT_ID_MACRO)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _tm_ops AS
-        SELECT {', '.join(f'o.{c}' for c in OP_COLUMNS)},
-               CAST(row_number() OVER (PARTITION BY o.scope, o.subject, o.predicate ORDER BY o.op) AS INTEGER) AS round,
+        WITH numbered AS (  -- on narrow rows: a window sorts every column it carries
+            SELECT o.op, y.k, CAST(row_number() OVER (PARTITION BY y.k ORDER BY o.op) AS INTEGER) AS round
+            FROM _tm_ops_in AS o
+            JOIN _tm_keys AS y ON y.scope = o.scope AND y.subject = o.subject AND y.predicate = o.predicate
+        )
+        SELECT {', '.join(f'o.{c}' for c in _OP_STATE_COLUMNS)}, n.k, n.round,
                coalesce(r.arity, 'single') AS arity, coalesce(r.rule, $default_rule) AS rule,
                tm__fact_id(NULL, o.commit_time, o.op, $nonce) AS new_id
-        FROM _tm_ops_in AS o LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate
-        ORDER BY round, o.op""", {"default_rule": default_rule, "nonce": secrets.randbits(58)})
+        FROM _tm_ops_in AS o
+        JOIN numbered AS n ON n.op = o.op
+        LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate""",
+                {"default_rule": default_rule, "nonce": nonce})
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
                 "FROM _tm_ops_in WHERE kind = 'assert'")
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _tm_state AS
-        SELECT {', '.join(_STATE_COLUMNS)}, recorded_at AS last_recorded_at, false AS emitted,
-               CAST(NULL AS BIGINT) AS born_op
-        FROM _tm_stored""")
-    con.execute("CREATE OR REPLACE TEMP TABLE _tm_landed (op BIGINT, fact_id VARCHAR)")
+        SELECT -row_number() OVER () AS f, s.fact_id, y.k, {', '.join(f's.{c}' for c in _STATE_COLUMNS[1:])},
+               s.recorded_at AS last_recorded_at, false AS emitted
+        FROM _tm_stored AS s
+        JOIN _tm_keys AS y ON y.scope = s.scope AND y.subject = s.subject AND y.predicate = s.predicate""")
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_landed (op BIGINT, fact_id VARCHAR, f BIGINT)")
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_refused "
                 "(op BIGINT, kind VARCHAR, fact_id VARCHAR, conflict_ids VARCHAR, conflict_objects VARCHAR)")
 
 
 def load_stored(con: duckdb.DuckDBPyConnection) -> None:
-    """Make ``_tm_stored`` from ``_tm_events``: the latest revision of each believed fact of the
-    keys of ``_tm_ops_in``. :func:`drop_stored` removes it."""
-    con.execute("CREATE OR REPLACE TEMP TABLE _tm_keys AS SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in")
+    """Make ``_tm_keys`` (the keys of ``_tm_ops_in``, numbered ``k`` in the store's sort order)
+    and ``_tm_stored`` from ``_tm_events`` (the latest revision of each believed fact of those
+    keys). :func:`drop_stored` removes them."""
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE _tm_keys AS
+        SELECT scope, subject, predicate, row_number() OVER (ORDER BY scope, subject, predicate) AS k
+        FROM (SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in)""")
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _tm_stored AS
         SELECT e.* FROM _tm_events AS e

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import tempomem as tm
 from tempomem import ids, timegrammar
 from tempomem.backfill import checks
+from tempomem.backfill import flags as backfill_flags
 from tempomem.backfill import write as backfill_write
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
@@ -411,11 +412,13 @@ def test_value_changes_are_seen_inside_and_across_batches() -> None:
     assert backfill_write.ValueChanges().keys().num_rows == 0
 
 
-@pytest.mark.parametrize("batch_rows", [1, 2, 3, None])
-def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Path, monkeypatch, batch_rows) -> None:
+@pytest.mark.parametrize(("batch_rows", "overlap_rows"), [(1, 1), (2, 3), (3, None), (None, None)])
+def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Path, monkeypatch, batch_rows,
+                                                                   overlap_rows) -> None:
     # api (rows 0, 1) and zeta (rows 8, 9) hold two values at once; cache repeats one value;
     # db's values follow each other in valid time, queue's in belief time (row 6 is retracted
-    # before row 7 is recorded). Expected: 4 rows, first row 0, however the stream is batched.
+    # before row 7 is recorded). Expected: 4 rows, first row 0, however the stream is batched
+    # and in however many parts of the keys the test pairs the rows (flags._OVERLAP_ROWS).
     rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
             row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
             row("db", "a", recorded_at="2025-01-01", valid_from="2024-01-01", valid_to="2024-06-01"),
@@ -426,6 +429,8 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
             row("zeta", "z1", recorded_at="2025-01-01"), row("zeta", "z2", recorded_at="2025-01-01")]
     if batch_rows is not None:
         monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", batch_rows)
+    if overlap_rows is not None:
+        monkeypatch.setattr(backfill_flags, "_OVERLAP_ROWS", overlap_rows)
     mem = tm.open(tmp_path / "store", create=True)
     report = mem.backfill(rows)
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 4, 0)]

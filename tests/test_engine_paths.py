@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import tempomem as tm
 from tempomem import engine
+from tempomem.backfill import resolve
 from tempomem.temporal import decisions
 
 _DAY = timedelta(days=1)
@@ -191,10 +192,13 @@ def test_a_large_batch_under_reject_is_all_or_nothing(tmp_path, monkeypatch):
 
 @settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(_row(), st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3))),
-                     min_size=1, max_size=10))
-def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, rows):
+                     min_size=1, max_size=10),
+       chunk=st.sampled_from([1, 3, 1_000_000]))
+def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, monkeypatch, rows, chunk):
     """backfill(resolve=True) (set-based) against assert_many + correct per distinct belief
-    time with the clock at that time (one-row path): the SPEC's "as if asserted one by one"."""
+    time with the clock at that time (one-row path): the SPEC's "as if asserted one by one",
+    whether the log is applied in one chunk of keys or in many (``resolve.CHUNK_OPS``)."""
+    monkeypatch.setattr(resolve, "CHUNK_OPS", chunk)
     folder = tmp_path_factory.mktemp("replay")
     given, log, seen = [], [], {}
     for i, (row, day, retract_after) in enumerate(rows):

@@ -50,9 +50,19 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
         con.register("_bf_written_keys", written_keys)
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
     keys = _ALL_CHANGING_KEYS if written_keys is None else _WRITTEN_KEYS
-    n, example = con.sql(_OVERLAP_SQL.format(keys=keys), params={"multi": multi}).fetchall()[0]
+    con.execute(_CANDIDATES_SQL.format(keys=keys), {"multi": multi})
+    try:
+        # The test pairs every two rows of a key: a part of the keys at a time keeps the pairs of
+        # a large load within memory (one part up to _OVERLAP_ROWS candidate rows).
+        rows = con.sql("SELECT count(*) FROM _bf_candidate_rows").fetchall()[0][0]
+        parts = max(1, -(-rows // _OVERLAP_ROWS))
+        found = [con.sql(_OVERLAP_SQL, params={"parts": parts, "part": part}).fetchall()[0] for part in range(parts)]
+    finally:
+        con.execute("DROP TABLE IF EXISTS _bf_candidate_rows")
+    n = sum(count for count, _ in found)
     if not n:
         return flags
+    example = min(row for count, row in found if count)
     found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},
                          schema=FLAGS_SCHEMA)
     return pl.concat([flags, found]).sort("flag")
@@ -103,6 +113,9 @@ shared AS (
 )
 SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, shared
 """
+#: Candidate rows one pass of the overlap test pairs (see with_overlaps).
+_OVERLAP_ROWS = 1_000_000
+
 # The overlapping_values flag (the same rule as check()): the revisions of the candidate keys
 # with their belief intervals, and the rows whose value overlaps another fact's value of the
 # same key in both valid and belief time. Candidates are the single-valued keys with more than
@@ -110,16 +123,23 @@ SELECT * EXCLUDE (from_candidates, recorded_candidates) FROM checked, loaded, sh
 # text; a collision only adds a candidate, as the test compares the values). {keys} is a query
 # of the candidates' hashes ``kh``: _WRITTEN_KEYS (the keys the write saw change value between
 # adjacent sorted rows) or, when nothing is written, _ALL_CHANGING_KEYS.
+_CANDIDATES_SQL = """
+CREATE OR REPLACE TEMP TABLE _bf_candidate_rows AS
+SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
+       coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
+       tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
+       r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
+FROM _bf_rows r
+WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM ({keys}) k)
+  AND NOT list_contains($multi, r.predicate)
+"""
+# One part of the keys ($part of $parts, by key hash): the rows whose value overlaps another
+# fact's value of the same key in both valid and belief time.
 _OVERLAP_SQL = """
 WITH revs AS (
-    SELECT r.__row, tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
-           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object,
-           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at,
-           lead(r.recorded_at) OVER (PARTITION BY tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)
-                                     ORDER BY r.recorded_at) AS next_recorded_at
-    FROM _bf_rows r
-    WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM ({keys}) k)
-      AND NOT list_contains($multi, r.predicate)
+    SELECT r.*, lead(r.recorded_at) OVER (PARTITION BY r.fact_id ORDER BY r.recorded_at) AS next_recorded_at
+    FROM _bf_candidate_rows r
+    WHERE r.kh % $parts = $part
 ),
 believed AS (
     SELECT *, CASE WHEN retracted_at > recorded_at
@@ -129,7 +149,7 @@ believed AS (
 )
 SELECT count(*) AS n, min(__row) AS example FROM (
     SELECT a.__row FROM believed a JOIN believed b
-      ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+      ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
      AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
      AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
      AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)

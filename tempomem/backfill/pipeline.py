@@ -10,7 +10,6 @@ import pyarrow as pa
 
 from ..connection import bind_files, new_connection, without_progress_bar
 from ..errors import BackfillError, TempomemError
-from ..schema import SORT_KEYS
 from ..sources import FORMATS
 from ..timegrammar import EPOCH_FACTORS
 from ..times import system_clock
@@ -71,13 +70,16 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
             plan = None
             if resolve:
                 # Rows the write path refuses become rejected rows of the report.
-                plan = replay(con, settings, origin=origin, ingested_at=now, notify=notify)
+                plan = replay(con, settings, storage.new_file_path(), origin=origin, ingested_at=now,
+                              notify=notify)
                 if plan.rejected.height:
                     rejected = pl.concat([report_parts["rejected"], plan.rejected.cast(REJECTED_SCHEMA)])  # type: ignore[arg-type]
                     report_parts = {**report_parts, "rejected": rejected.sort("row"),
                                     "loaded": report_parts["loaded"] - plan.rejected.height}
             report = BackfillReport(**report_parts, origin=origin)
             if strict and report.rejected.height:
+                if plan is not None and plan.file is not None:
+                    plan.file.unlink(missing_ok=True)
                 if not resolve:
                     report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, None)
                     report = BackfillReport(**report_parts, origin=origin)
@@ -88,9 +90,9 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                     report,
                 )
             if plan is not None:
-                revisions = plan.rows.num_rows
-                if revisions:
-                    engine.append(plan.rows.sort_by(SORT_KEYS))
+                revisions = plan.revisions
+                if plan.file is not None:
+                    engine.add_files([plan.file], engine.last_api_us())
             else:
                 def flag_overlaps(written_keys: pa.Table) -> None:
                     report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, written_keys)

@@ -4,8 +4,11 @@ Every input row is an assertion at its ``recorded_at``, and a row's ``retracted_
 correction, at that time, of the fact the assertion landed on. The operations are ordered by
 time (assertions before corrections at one instant, then by input row) and applied set-based
 by :mod:`tempomem.rounds`, each at its own time, so supersession, duplicates and unknown starts
-are derived exactly as the write path derives them. Every resulting revision row is written in
-one Delta commit, and the store clock does not move.
+are derived exactly as the write path derives them. Operations on different keys never meet,
+so the log is applied in chunks of whole keys (about :data:`CHUNK_OPS` operations each, in the
+store's key order): memory is bounded by a chunk, and each chunk's revision rows, already
+sorted, stream into one Parquet file, committed in one Delta transaction by the caller. The
+store clock does not move.
 
 An assertion the write path refuses (a conflict under a ``reject`` policy, a belief time not
 after the fact's latest revision) is left out and its row reported as rejected; the other rows
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -24,75 +28,126 @@ import pyarrow as pa
 
 from .. import rounds
 from ..errors import TempomemError
+from ..schema import EVENT_SCHEMA
+from ..storage import BackgroundWriter, writer
 
 if TYPE_CHECKING:
     from .report import Progress
 
+#: Operations in one chunk of keys (a key with more is a chunk of its own).
+CHUNK_OPS = 1_000_000
+
+# The log's keys in the store's order, each with the chunk it is applied in: chunks of whole
+# keys, about $chunk operations (rows and their retractions) each.
+_CHUNKS_SQL = """
+CREATE OR REPLACE TEMP TABLE _tm_replay_keys AS
+SELECT scope, subject, predicate,
+       (sum(ops) OVER (ORDER BY scope, subject, predicate ROWS UNBOUNDED PRECEDING) - ops) // $chunk AS chunk
+FROM (SELECT coalesce(scope, 'default') AS scope, subject, predicate, count(*) + count(retracted_at) AS ops
+      FROM _bf_rows GROUP BY ALL)
+"""
+
 # The operations of a replay, in the columns rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with
-# the defaults of writepath.new_assertion for what a row leaves out; `__row` stays for reports.
+# the defaults of writepath.new_assertion for what a row leaves out; `__row` stays for reports,
+# `chunk` says when it is applied.
 _OPS_SQL = """
-CREATE OR REPLACE TEMP TABLE _tm_ops_in AS
+CREATE OR REPLACE TEMP TABLE _tm_ops_all AS
 WITH events AS (
-    SELECT r.*, 0 AS part, r.recorded_at AS commit_time FROM _bf_rows AS r
+    SELECT r.__row, 0 AS part, r.recorded_at AS commit_time FROM _bf_rows AS r
     UNION ALL
-    SELECT r.*, 1 AS part, r.retracted_at AS commit_time FROM _bf_rows AS r WHERE r.retracted_at IS NOT NULL
+    SELECT r.__row, 1 AS part, r.retracted_at AS commit_time FROM _bf_rows AS r WHERE r.retracted_at IS NOT NULL
 ),
+-- numbered on narrow rows, then joined to the rest: a window sorts every column it carries
 ordered AS (
     SELECT e.*, row_number() OVER (ORDER BY e.commit_time, e.part, e.__row) AS op FROM events AS e
 )
 SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.commit_time,
-       coalesce(o.scope, 'default') AS scope, o.subject, o.predicate, o.object, o.valid_from, o.valid_to,
-       coalesce(o.valid_from_inferred, false) AS valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS reference_time,
-       list_filter(coalesce(o.artifacts, []),
-                   lambda a, i: list_position(coalesce(o.artifacts, []), a) = i) AS artifacts,
-       CASE WHEN o.part = 1 THEN coalesce(o.retraction_reason, o.reason, 'retracted (backfill)')
-            WHEN o.valid_to IS NOT NULL THEN o.reason END AS reason,
-       CASE WHEN o.part = 1 THEN min(o.op) OVER (PARTITION BY o.__row) END AS target_op,
-       coalesce(o.text, concat_ws(' ', o.subject, o.predicate, o.object)) AS text,
-       coalesce(o.source, 'user') AS source, coalesce(o.confidence, 0.9) AS confidence,
-       CAST(NULL AS VARCHAR) AS origin, o.attributes, o.embedding,
-       coalesce(o.link_type, 'entity') AS link_type, coalesce(o.weight, 1.0) AS weight, o.__row
+       coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
+       coalesce(r.valid_from_inferred, false) AS valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS reference_time,
+       list_filter(coalesce(r.artifacts, []),
+                   lambda a, i: list_position(coalesce(r.artifacts, []), a) = i) AS artifacts,
+       CASE WHEN o.part = 1 THEN coalesce(r.retraction_reason, r.reason, 'retracted (backfill)')
+            WHEN r.valid_to IS NOT NULL THEN r.reason END AS reason,
+       t.op AS target_op,
+       coalesce(r.text, concat_ws(' ', r.subject, r.predicate, r.object)) AS text,
+       coalesce(r.source, 'user') AS source, coalesce(r.confidence, 0.9) AS confidence,
+       CAST(NULL AS VARCHAR) AS origin, r.attributes, r.embedding,
+       coalesce(r.link_type, 'entity') AS link_type, coalesce(r.weight, 1.0) AS weight, r.__row, y.chunk
 FROM ordered AS o
+JOIN _bf_rows AS r ON r.__row = o.__row
+JOIN _tm_replay_keys AS y
+  ON y.scope = coalesce(r.scope, 'default') AND y.subject = r.subject AND y.predicate = r.predicate
+-- a retraction's target is the assertion of its row
+LEFT JOIN ordered AS t ON o.part = 1 AND t.part = 0 AND t.__row = o.__row
 """
 
 
 @dataclass
 class Replay:
-    """The outcome of a replay before anything is written: revision rows and refused rows."""
+    """The outcome of a replay: its revision rows in a Parquet file of the table folder, not
+    yet committed, and the refused rows."""
 
-    rows: pa.Table
+    #: The written file (``None`` when the replay made no revision).
+    file: Path | None
+    revisions: int
     #: One row per refused input row: ``row``, ``field``, ``value``, ``reason`` (as ``BackfillReport.rejected``).
     rejected: pl.DataFrame
 
 
-def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], *, origin: str, ingested_at: datetime,
-           notify: Progress) -> Replay:
-    """Apply ``_bf_rows`` through the write path; return the revisions to write and the refused rows.
+def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Path, *, origin: str,
+           ingested_at: datetime, notify: Progress) -> Replay:
+    """Apply ``_bf_rows`` through the write path, writing the revisions to ``target`` (a new
+    file in the table folder, removed again on an error or when nothing is written).
 
     A refused assertion rejects its row (field ``object`` for a conflict, ``recorded_at`` for a
     belief time not after the fact's latest revision). A refused retraction (the fact it
     would retract is no longer believed) raises :class:`TempomemError` naming the input row.
     """
-    con.execute(_OPS_SQL)
+    rules = {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}
+    refused: list[tuple[Any, ...]] = []
+    written, nonce = 0, rounds.new_nonce()  # one id space for the whole log: `op` is global
     try:
-        rounds.load_stored(con)
-        rules = {p: (d["arity"], d["policy"]) for p, d in settings["predicates"].items()}
-        applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin)
-        notify("write", applied.rows.num_rows)
-        con.register("_tm_refused_ops", applied.refused)
-        refused = con.sql("""
-            SELECT o.__row AS "row", o.kind AS op_kind, f.kind, f.fact_id, o.object, o.recorded_at_text,
-                   f.conflict_ids, f.conflict_objects
-            FROM _tm_refused_ops AS f
-            JOIN (SELECT i.op, i.__row, i.kind, i.object, i.reason,
-                         strftime(i.commit_time, '%Y-%m-%dT%H:%M:%S.%f+00:00') AS recorded_at_text
-                  FROM _tm_ops_in AS i) AS o ON o.op = f.op
-            ORDER BY o.__row""").fetchall()
-        con.unregister("_tm_refused_ops")
+        con.execute(_CHUNKS_SQL, {"chunk": CHUNK_OPS})
+        con.execute(_OPS_SQL)
+        chunks = [c for (c,) in con.sql("SELECT DISTINCT chunk FROM _tm_replay_keys ORDER BY chunk").fetchall()]
+        with BackgroundWriter(target) as out:
+            for chunk in chunks:
+                con.execute("CREATE OR REPLACE TEMP TABLE _tm_ops_in AS "
+                            "SELECT * EXCLUDE (chunk) FROM _tm_ops_all WHERE chunk = $chunk", {"chunk": chunk})
+                rounds.load_stored(con)
+                applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
+                                       nonce=nonce)
+                for batch in applied.rows.to_batches(writer.ROW_GROUP_ROWS):
+                    out.write(batch.cast(EVENT_SCHEMA))
+                written += applied.rows.num_rows
+                notify("write", written)
+                refused += _refused_rows(con, applied.refused)
+                rounds.drop_stored(con)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
     finally:
-        con.execute("DROP TABLE IF EXISTS _tm_ops_in")
+        for name in ("_tm_ops_in", "_tm_ops_all", "_tm_replay_keys"):
+            con.execute(f"DROP TABLE IF EXISTS {name}")
         rounds.drop_stored(con)
-    return Replay(applied.rows, _rejected(refused))
+    if not written:
+        target.unlink(missing_ok=True)
+    return Replay(target if written else None, written, _rejected(sorted(refused, key=lambda r: r[0])))
+
+
+def _refused_rows(con: duckdb.DuckDBPyConnection, refused: pa.Table) -> list[tuple[Any, ...]]:
+    """The input rows of a chunk's refused operations, with what the report says of them."""
+    if not refused.num_rows:
+        return []
+    con.register("_tm_refused_ops", refused)
+    try:
+        return con.sql("""
+            SELECT o.__row AS "row", o.kind AS op_kind, f.kind, f.fact_id, o.object,
+                   strftime(o.commit_time, '%Y-%m-%dT%H:%M:%S.%f+00:00') AS recorded_at_text,
+                   f.conflict_ids, f.conflict_objects
+            FROM _tm_refused_ops AS f JOIN _tm_ops_in AS o ON o.op = f.op""").fetchall()
+    finally:
+        con.unregister("_tm_refused_ops")
 
 
 def _rejected(refused: list[tuple[Any, ...]]) -> pl.DataFrame:
