@@ -164,12 +164,18 @@ def load_stored(con: duckdb.DuckDBPyConnection) -> None:
         CREATE OR REPLACE TEMP TABLE _tm_keys AS
         SELECT scope, subject, predicate, row_number() OVER (ORDER BY scope, subject, predicate) AS k
         FROM (SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in)""")
+    # Each fact's latest revision found on narrow rows (a window would sort every column), then
+    # the whole rows of those revisions.
     con.execute("""
         CREATE OR REPLACE TEMP TABLE _tm_stored AS
-        SELECT e.* FROM _tm_events AS e
-        SEMI JOIN _tm_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
-        QUALIFY e.revision = max(e.revision) OVER (PARTITION BY e.fact_id)
-                AND e.status NOT IN ('retracted', 'erased')""")
+        WITH mine AS MATERIALIZED (
+            SELECT e.* FROM _tm_events AS e
+            SEMI JOIN _tm_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+        )
+        SELECT m.* FROM mine AS m
+        SEMI JOIN (SELECT fact_id, max(revision) AS revision FROM mine GROUP BY fact_id) AS l
+               ON l.fact_id = m.fact_id AND l.revision = m.revision
+        WHERE m.status NOT IN ('retracted', 'erased')""")
 
 
 def drop_stored(con: duckdb.DuckDBPyConnection) -> None:
