@@ -1,6 +1,7 @@
 """Reports over a whole store (SPEC §10): ingestion lag, exposure windows, decision audit and
 displacements of trusted facts. Each is one DuckDB query (plus, for percentiles, one Polars
-aggregation); retracted and erased facts never count as knowledge.
+aggregation): ingestion lag's in ``analytics.sql`` (Spark runs it too), the others in
+``reports.sql``. Retracted and erased facts never count as knowledge.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .connection import sql_parts
 from .errors import TempomemError
 from .inputs import ROW, registered
 from .probes import ANALYTICS, ANSWERS_SQL
@@ -20,6 +22,9 @@ from .schema import FACT_COLUMNS
 
 if TYPE_CHECKING:
     from .store import Memory
+
+#: The named parts of reports.sql (exposure, the decision audit, displacements): ``{name: text}``.
+REPORTS: dict[str, str] = sql_parts("reports.sql")
 
 #: Columns ``ingestion_lag`` may group by.
 LAG_GROUPS = ("scope", "subject", "predicate", "source", "origin", "link_type")
@@ -115,16 +120,6 @@ def lag_report_sql(by: Sequence[str] | str) -> str:
 
 # -- exposure ----------------------------------------------------------------------------------
 
-_EXPOSURE = """
-SELECT CASE WHEN f.status = 'retracted' THEN f.recorded_at
-            ELSE greatest(s.valid_from, f.recorded_at) END AS exposure_from,
-       CASE WHEN f.status = 'retracted' THEN f.retracted_at ELSE s.recorded_at END AS exposure_to,
-       f.*
-FROM facts AS f
-LEFT JOIN facts AS s ON s.fact_id = f.superseded_by
-WHERE f.status = 'retracted' OR (f.status <> 'erased' AND f.superseded_by IS NOT NULL)
-"""
-
 
 def exposure(mem: Memory) -> pl.DataFrame:
     """For each superseded or retracted fact, the belief window in which it was served though wrong.
@@ -137,7 +132,7 @@ def exposure(mem: Memory) -> pl.DataFrame:
     >>> tm.reports.exposure(mem).select("subject", "object", "exposure")  # doctest: +SKIP
     """
     with mem.reader.lock:
-        rows = frame(mem.reader.connection(), _EXPOSURE)
+        rows = frame(mem.reader.connection(), REPORTS["exposure"])
     return (
         rows.with_columns((pl.col("exposure_to") - pl.col("exposure_from")).alias("exposure"))
         .filter(pl.col("exposure") > timedelta(0))
@@ -148,17 +143,8 @@ def exposure(mem: Memory) -> pl.DataFrame:
 
 # -- decision audit ----------------------------------------------------------------------------
 
-_AUDIT = ANSWERS_SQL + """
-SELECT d._tm_row,
-       CASE WHEN len(a.believed_objects) > 0 THEN array_to_string(a.believed_objects, ' | ') END AS believed_object,
-       CASE WHEN len(a.known_objects) > 0 THEN array_to_string(a.known_objects, ' | ') END AS true_object,
-       CASE WHEN coalesce(len(a.believed_objects), 0) = 0 THEN 'unknown'
-            WHEN NOT list_contains(a.believed_objects, d.object_used) THEN 'mismatch'
-            WHEN list_contains(a.believed_retracted_objects, d.object_used) THEN 'wrong'
-            WHEN NOT coalesce(list_contains(a.known_objects, d.object_used), false) THEN 'stale'
-            ELSE 'ok' END AS verdict
-FROM _tm_decisions AS d LEFT JOIN believed_then AS a ON a._tm_row = d._tm_row
-"""
+# The audit: the answers of analytics.sql to the decisions as probes, then the verdicts.
+_AUDIT = ANSWERS_SQL + REPORTS["audit"]
 
 
 def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
@@ -176,10 +162,7 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
     with mem.reader.lock, registered(mem.reader.connection(), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
-        con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS
-                       SELECT d._tm_row, d.scope, d.subject, d.predicate,
-                              d.decided_at AS valid_at, d.decided_at AS believed_at
-                       FROM _tm_decisions AS d""")
+        con.execute(REPORTS["decision_probes"])
         try:
             verdicts = frame(con, _AUDIT)
         finally:
@@ -188,21 +171,6 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
 
 # -- displacements -----------------------------------------------------------------------------
-
-_DISPLACEMENTS = """
-SELECT n.fact_id, n.scope, n.subject, n.predicate, n.object, n.source, n.confidence,
-       n.valid_from, n.recorded_at, n.status,
-       d.fact_id AS displaced_fact_id, d.object AS displaced_object, d.source AS displaced_source,
-       d.confidence AS displaced_confidence, d.valid_from AS displaced_valid_from,
-       d.recorded_at AS displaced_recorded_at
-FROM facts AS d
-JOIN facts AS n ON n.fact_id = d.superseded_by
-WHERE list_contains(CAST($trusted AS VARCHAR[]), d.source) AND d.confidence >= $min_confidence
-  AND NOT (list_contains(CAST($trusted AS VARCHAR[]), n.source) AND n.confidence >= $min_confidence)
-  AND NOT list_contains(CAST($multi AS VARCHAR[]), d.predicate)
-  AND d.status <> 'erased' AND n.status NOT IN ('retracted', 'erased')
-ORDER BY n.recorded_at, n.fact_id
-"""
 
 
 def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified",),
@@ -221,5 +189,5 @@ def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified"
     settings = mem.reader.storage.read_settings()
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
     with mem.reader.lock:
-        return frame(mem.reader.connection(), _DISPLACEMENTS,
+        return frame(mem.reader.connection(), REPORTS["displacements"],
                      {"trusted": sources, "min_confidence": float(min_confidence), "multi": multi})

@@ -7,6 +7,8 @@
 - ``deltalake`` is imported only under ``tempomem/storage/``;
 - the store clock is written by the engine only;
 - ruff's SLF001 (no use of another module's private attributes) is on for the package;
+- the features' SQL is in ``.sql`` files of named parts, each part whole statements with its
+  values bound as parameters (no hole that text is pasted into);
 - the public API matches the snapshot taken before the layout moved
   (``tests/fixtures/api_snapshot.json``, made by ``tests/api_surface.py``).
 """
@@ -15,10 +17,14 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import tomllib
 from pathlib import Path
 
+import duckdb
 from api_surface import surface
+
+from tempomem.connection import sql_parts
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -27,6 +33,8 @@ MAX_LINES = 400
 #: macros.sql holds every view and macro a plain DuckDB session loads; one file per concern
 #: keeps the others well under it.
 MAX_SQL_LINES = 800
+#: The SQL of the features, out of their Python (issue 18), one file per concern.
+FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql")
 
 
 def _modules() -> dict[str, Path]:
@@ -166,3 +174,15 @@ def test_ruff_forbids_private_access_in_the_package() -> None:
 def test_the_public_api_matches_the_snapshot() -> None:
     snapshot = json.loads((TESTS / "fixtures" / "api_snapshot.json").read_text())
     assert surface() == snapshot
+
+
+def test_the_features_sql_is_whole_statements_with_bound_values() -> None:
+    con = duckdb.connect()
+    for file in FEATURE_SQL:
+        parts = sql_parts(file)
+        assert parts, f"{file} has no -- @part"
+        for name, text in parts.items():
+            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+            # a `{name}` hole would mean Python pastes text into the query; values are `$name`
+            assert not re.search(r"\{\w*\}", code), f"{file}: {name} has a hole for pasted text"
+            assert con.extract_statements(text), f"{file}: {name} holds no statement"  # raises when it does not parse
