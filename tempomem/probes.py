@@ -78,8 +78,12 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     (multi-valued answers sorted and joined by ``" | "``, NULL when nothing holds),
     ``diverged`` and ``kind`` (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
 
-    >>> tm.probes.divergence(mem, [{"subject": "acct", "predicate": "iban",
-    ...     "valid_at": "2026-03-01", "believed_at": "2026-03-01"}])  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", valid_from="2026-03-01")  # learned 03-20
+    >>> probe = {"subject": "acct-7", "predicate": "iban", "valid_at": "2026-03-05"}
+    >>> result = tm.probes.divergence(mem, [{**probe, "believed_at": "2026-03-10"},
+    ...                                     {**probe, "believed_at": "2026-03-25"}])
+    >>> result.select("believed_at", "as_of_object", "as_believed_object", "kind").rows()  # probes as given
+    [('2026-03-10', 'FR76 3000', None, 'not_yet_known'), ('2026-03-25', 'FR76 3000', 'FR76 3000', 'same')]
     """
     if probes is None:
         probes = generate(mem)
@@ -142,7 +146,10 @@ def summary(result: pl.DataFrame) -> pl.DataFrame:
     Columns: ``predicate``, ``source``, ``probes``, ``diverged``, ``divergence_rate`` and one
     count per kind (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
 
-    >>> tm.probes.summary(tm.probes.divergence(mem))  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", valid_from="2026-03-01")  # learned 03-20
+    >>> _ = mem.assert_fact("acct-8", "iban", "DE89 3704", valid_from="2026-03-01")
+    >>> tm.probes.summary(tm.probes.divergence(mem)).select("predicate", "probes", "divergence_rate").rows()
+    [('iban', 2, 1.0)]
     """
     return (
         result.group_by("predicate", "source")

@@ -74,7 +74,13 @@ def fact_lags(mem: Memory, by: Sequence[str] = ("predicate",)) -> pl.DataFrame:
     unknown or inferred. Retracted and erased facts are not rows. ``tm.plot.ingestion_lag``
     draws this frame, so the chart and the report count the same facts.
 
-    >>> tm.reports.fact_lags(mem).drop_nulls("lag")  # doctest: +SKIP
+    >>> _ = mem.backfill([
+    ...     {"subject": "svc-a", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01T06:00Z"},
+    ...     {"subject": "svc-b", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-03"}])
+    >>> tm.reports.fact_lags(mem).sort("lag").rows()
+    [('region', datetime.timedelta(seconds=21600)), ('region', datetime.timedelta(days=2))]
     """
     groups = _groups(by)
     # the group names are checked against LAG_GROUPS: fixed identifiers, never user text
@@ -92,7 +98,14 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
     ``share_over_threshold`` (lag strictly over ``threshold``) and ``inferred`` (facts left
     out for having no real start). A fact recorded before its start has a negative lag.
 
-    >>> tm.reports.ingestion_lag(mem, by=("predicate", "source"), threshold="6h")  # doctest: +SKIP
+    >>> _ = mem.backfill([
+    ...     {"subject": "svc-a", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01T06:00Z"},
+    ...     {"subject": "svc-b", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-03"}])
+    >>> lag = tm.reports.ingestion_lag(mem, threshold="1d")
+    >>> lag.select("predicate", "count", "p50", "max", "share_over_threshold").rows()
+    [('region', 2, datetime.timedelta(seconds=21600), datetime.timedelta(days=2), 0.5)]
     """
     query = lag_report_sql(by)
     limit_us = parse_duration(threshold) // timedelta(microseconds=1)
@@ -129,7 +142,13 @@ def exposure(mem: Memory) -> pl.DataFrame:
     ``recorded_at`` (or ``retracted_at``), ``exposure`` their difference; then the fact
     columns. Windows of zero or negative length are left out; longest first.
 
-    >>> tm.reports.exposure(mem).select("subject", "object", "exposure")  # doctest: +SKIP
+    >>> _ = mem.backfill([  # eu-west-1 until 03-05, which the memory learned on 03-08
+    ...     {"subject": "svc", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01"},
+    ...     {"subject": "svc", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-05",
+    ...      "recorded_at": "2026-03-08"}], resolve=True)
+    >>> tm.reports.exposure(mem).select("subject", "object", "exposure").rows()
+    [('svc', 'eu-west-1', datetime.timedelta(days=3))]
     """
     with mem.reader.lock:
         rows = frame(mem.reader.connection(), REPORTS["exposure"])
@@ -157,7 +176,14 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
     was not believed), ``wrong`` (it was later retracted), ``stale`` (the world had already
     changed and that was recorded later), ``ok``.
 
-    >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
+    >>> _ = mem.backfill([{"subject": "acct-7", "predicate": "iban", "object": "FR76", "valid_from": "2026-03-01",
+    ...                    "recorded_at": "2026-03-01"}])
+    >>> paid = {"decided_at": "2026-03-10", "subject": "acct-7", "predicate": "iban"}
+    >>> decisions = [{**paid, "decision_id": "pay-1", "object_used": "FR76"},
+    ...              {**paid, "decision_id": "pay-2", "object_used": "DE89"},
+    ...              {**paid, "decision_id": "pay-3", "object_used": "FR76", "decided_at": "2026-02-10"}]
+    >>> tm.reports.decision_audit(mem, decisions).select("decision_id", "believed_object", "verdict").rows()
+    [('pay-1', 'FR76', 'ok'), ('pay-2', 'FR76', 'mismatch'), ('pay-3', None, 'unknown')]
     """
     with mem.reader.lock, registered(mem.reader.connection(), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
@@ -183,7 +209,10 @@ def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified"
     One row per displacement: the displacing fact (``fact_id`` … ``recorded_at`` = when it
     entered, ``status``) and the ``displaced_*`` fact.
 
-    >>> tm.reports.displacements(mem, trusted_sources=["tool_verified", "user"])  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", source="tool_verified", confidence=0.99)
+    >>> _ = mem.assert_fact("acct-7", "iban", "DE89 3704", source="email", confidence=0.6)
+    >>> tm.reports.displacements(mem).select("object", "source", "displaced_object", "displaced_source").rows()
+    [('DE89 3704', 'email', 'FR76 3000', 'tool_verified')]
     """
     sources = [trusted_sources] if isinstance(trusted_sources, str) else list(trusted_sources)
     settings = mem.reader.storage.read_settings()
