@@ -6,6 +6,7 @@
 - no Python module over :data:`MAX_LINES` lines (SQL files have their own limit);
 - ``deltalake`` is imported only under ``tempomem/storage/``;
 - the store clock is written by the engine only;
+- ``tempomem.frames`` is the one reader of caller frames (:func:`frame_readings`);
 - ruff's SLF001 (no use of another module's private attributes) is on for the package;
 - the features' SQL is in ``.sql`` files of named parts, each part whole statements with its
   values bound as parameters (no hole that text is pasted into);
@@ -160,6 +161,70 @@ def test_only_the_engine_writes_the_clock() -> None:
                for node in ast.walk(ast.parse(path.read_text()))
                if isinstance(node, ast.Attribute) and node.attr == "write_clock" and isinstance(node.ctx, ast.Load)}
     assert writers == {"tempomem.engine"}
+
+
+#: The types a caller's frame may have (Arrow, Polars, DuckDB, pandas), by attribute name.
+FRAME_TYPES = {"Table", "RecordBatchReader", "DataFrame", "LazyFrame", "DuckDBPyRelation"}
+#: Methods that turn one kind of frame into another.
+CONVERSIONS = {"to_arrow", "to_arrow_table", "fetch_arrow_table", "arrow", "collect", "read_all", "to_pandas",
+               "df", "pl"}
+#: Calls that build a frame from another, or from rows.
+BUILDERS = {"from_arrow", "from_pandas", "from_dicts", "from_records", "from_pylist", "from_pydict", "table",
+            "DataFrame"}
+
+
+def frame_readings(source: str) -> list[str]:
+    """The places where ``source`` reads a caller's frame itself: any mention of pandas, or, on a
+    parameter of the enclosing function, an ``isinstance`` test against a frame type
+    (:data:`FRAME_TYPES`), a conversion (:data:`CONVERSIONS`) or a builder (:data:`BUILDERS`).
+    The package's own conversions and type checks work on what its queries return or on its
+    locals, never on a parameter as given.
+    """
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            if any(n and n.split(".")[0] == "pandas" for n in names):
+                found.append(f"line {node.lineno}: imports pandas")
+        elif isinstance(node, ast.Attribute) and node.attr == "from_pandas":
+            found.append(f"line {node.lineno}: from_pandas")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("pandas"):
+            found.append(f"line {node.lineno}: tells pandas by name")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)} - {"self", "cls"}
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and _reads_a_frame(call) in params:
+                    found.append(f"line {call.lineno}: {ast.unparse(call)}")
+    return found
+
+
+def _reads_a_frame(call: ast.Call) -> str | None:
+    """The name of the value ``call`` tests for a frame type, converts or builds a frame from."""
+    func, target = call.func, None
+    if isinstance(func, ast.Name) and func.id == "isinstance" and len(call.args) == 2:
+        if any(isinstance(t, ast.Attribute) and t.attr in FRAME_TYPES for t in ast.walk(call.args[1])):
+            target = call.args[0]
+    elif isinstance(func, ast.Attribute) and func.attr in CONVERSIONS:
+        target = func.value
+    elif isinstance(func, ast.Attribute) and func.attr in BUILDERS and call.args:
+        target = call.args[0]
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def test_the_frame_rule_sees_each_kind_of_reading() -> None:
+    assert frame_readings("def f(rows):\n    return rows.to_arrow()\n")
+    assert frame_readings("def f(rows):\n    return pl.from_arrow(rows)\n")
+    assert frame_readings("def f(rows):\n    return isinstance(rows, (list, pl.LazyFrame))\n")
+    assert frame_readings("def f(rows):\n    return type(rows).__module__.startswith('pandas')\n")
+    # what the package does with its own results and locals is not a caller's frame
+    assert not frame_readings("def f(con):\n    t = pl.from_arrow(con.sql('SELECT 1').to_arrow_table())\n"
+                              "    assert isinstance(t, pl.DataFrame)\n")
+
+
+def test_only_frames_reads_caller_frames() -> None:
+    readings = {name: frame_readings(path.read_text()) for name, path in _modules().items()}
+    assert readings.pop("tempomem.frames"), "frames.py reads the frames"
+    assert {name: found for name, found in readings.items() if found} == {}
 
 
 def test_ruff_forbids_private_access_in_the_package() -> None:
