@@ -8,6 +8,7 @@
 - the store clock is written by the engine only;
 - ``tempomem.frames`` is the one reader of caller frames (:func:`frame_readings`);
 - ruff's SLF001 (no use of another module's private attributes) is on for the package;
+- no module imports another's private names (but those :data:`PRIVATE_IMPORTS_LEFT` lists);
 - the features' SQL is in ``.sql`` files of named parts, each part whole statements with its
   values bound as parameters (no hole that text is pasted into);
 - the public API matches the snapshot taken before the layout moved
@@ -49,15 +50,19 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _source_module(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The dotted name of the module a ``from … import`` of module ``name`` (at ``path``) reads."""
+    if not node.level:
+        return node.module or ""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    return ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+
+
 def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
     """The package's modules that one import statement of module ``name`` loads."""
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names if alias.name in modules}
-    if node.level:
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-        base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-    else:
-        base = node.module or ""
+    base = _source_module(name, path, node)
     # `from pkg import sub` loads the submodule; only names that are not modules come from pkg
     # itself. A submodule's own parent package is not an edge: Python runs it first anyway.
     subs = {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules}
@@ -124,12 +129,9 @@ def test_every_relative_import_names_a_module_of_the_package() -> None:
     modules = _modules()
     unresolved = []
     for name, path in modules.items():
-        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
-                if base not in modules:
-                    unresolved.append(f"{name}: {'.' * node.level}{node.module or ''}")
+            if isinstance(node, ast.ImportFrom) and node.level and _source_module(name, path, node) not in modules:
+                unresolved.append(f"{name}: {'.' * node.level}{node.module or ''}")
     assert unresolved == []
 
 
@@ -225,6 +227,23 @@ def test_only_frames_reads_caller_frames() -> None:
     readings = {name: frame_readings(path.read_text()) for name, path in _modules().items()}
     assert readings.pop("tempomem.frames"), "frames.py reads the frames"
     assert {name: found for name, found in readings.items() if found} == {}
+
+
+#: Private names a module still imports from another (ruff's SLF001 sees attributes only): left
+#: to the owners of the importing modules, which are being changed beside issue 18. The list
+#: may only shrink.
+PRIVATE_IMPORTS_LEFT = {"tempomem.sequenced: tempomem.queries._filtered", "tempomem.probes: tempomem.inputs._quote"}
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = set()
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                source = _source_module(name, path, node)
+                found |= {f"{name}: {source}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__") and source != name}
+    assert found <= PRIVATE_IMPORTS_LEFT, sorted(found - PRIVATE_IMPORTS_LEFT)
 
 
 def test_ruff_forbids_private_access_in_the_package() -> None:
