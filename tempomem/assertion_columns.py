@@ -52,18 +52,6 @@ def _parts() -> dict[str, str]:
     return sql_parts("assertion_columns.sql")
 
 
-def _arrow(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
-    """The batch as an Arrow table, or ``None`` when Arrow cannot hold it column-wise. A list of
-    dicts is read strictly, a column of one Python type (``frames`` would read a column mixing
-    types as text, and ``True`` would pass for a subject)."""
-    if isinstance(rows, pa.Table):
-        return rows
-    try:
-        return pa.table({name: [row.get(name) for row in rows] for name in sorted(set().union(*rows))})
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        return None
-
-
 def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
     """The column ``name`` in the shape the statement reads (two for a time: text and instant)."""
     n = table.num_rows
@@ -98,7 +86,7 @@ def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
 def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     """The batch as operations (``bulk.OPS_SCHEMA`` but ``kind``, ``commit_time`` and
     ``target_op``), or ``None`` when it must be validated row by row (see the module doc)."""
-    table = _arrow(rows)
+    table = frames.strict_columns(rows)
     if table is None or not set(table.column_names) <= FIELDS:
         return None
     columns: dict[str, pa.Array] = {}

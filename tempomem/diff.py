@@ -1,8 +1,9 @@
 """``mem.diff``: what the store learned in a belief-time window, as five Polars frames (SPEC §8).
 
 The events come from the ``memory_diff`` macro in ``macros.sql`` (one row per event, with a
-``bucket`` column); this module only validates the arguments, applies the optional key
-filters as bound parameters and splits the rows into the frames of :class:`MemoryDiff`.
+``bucket`` column), filtered by the ``diff`` query of ``queries.sql``; this module only
+validates the arguments, binds the optional key filters as parameters and splits the rows into
+the frames of :class:`MemoryDiff`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import polars as pl
 
 from .erasure import hash_subject
 from .errors import TempomemError
-from .queries import frame
+from .queries import QUERIES, frame
 from .schema import FACT_COLUMNS
 from .times import TimeLike, to_utc
 
@@ -38,14 +39,6 @@ _BUCKET_COLUMNS = {
     "forgotten_entities": FORGOTTEN_COLUMNS,
 }
 
-# Key filters on the macro's rows; entity buckets have no predicate, so a predicate filter
-# leaves them alone. Forgotten subjects are stored hashed: the caller's names are hashed too.
-_DIFF_QUERY = """
-SELECT * FROM memory_diff($from_at, $to_at) AS d
-WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
-  AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
-       OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
-"""
 # Rows of a bucket in event order (sorted in Polars, per bucket: DuckDB would sort the wide rows).
 _ORDER = ["event_at", "fact_id", "before_fact_id", "subject"]
 
@@ -98,7 +91,7 @@ def diff(reader: Reader, from_at: TimeLike, to_at: TimeLike, *, subjects: str | 
         salt = reader.storage.read_settings()["salt"]
         names = names + [hash_subject(salt, n) for n in names]
     params = {"from_at": lo, "to_at": hi, "subjects": names, "predicates": _names(predicates, "predicates")}
-    events = reader.read(frame, _DIFF_QUERY, params)
+    events = reader.read(frame, QUERIES["diff"], params)
     return MemoryDiff(**{bucket: _bucket(events, bucket, columns) for bucket, columns in _BUCKET_COLUMNS.items()})
 
 

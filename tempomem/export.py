@@ -12,19 +12,12 @@ import os
 from typing import TYPE_CHECKING
 
 from .errors import TempomemError
+from .queries import QUERIES
 
 if TYPE_CHECKING:
     from .store import Memory
 
 EXPORT_FORMATS = ("parquet", "csv")
-
-# CSV has no lists: artifacts and embeddings are written as JSON text, which backfill reads.
-_CSV_SELECT = """
-SELECT r.* REPLACE (CAST(to_json(r.artifacts) AS VARCHAR) AS artifacts,
-                    CAST(to_json(r.embedding) AS VARCHAR) AS embedding)
-FROM revisions r ORDER BY r.scope, r.subject, r.predicate, r.fact_id, r.revision
-"""
-_PARQUET_SELECT = "SELECT r.* FROM revisions r ORDER BY r.scope, r.subject, r.predicate, r.fact_id, r.revision"
 
 
 def export(mem: Memory, out: str | os.PathLike[str], format: str = "parquet") -> int:
@@ -40,7 +33,7 @@ def export(mem: Memory, out: str | os.PathLike[str], format: str = "parquet") ->
         raise TempomemError(f"format: must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
     con = mem.connect()
     try:
-        rel = con.sql(_PARQUET_SELECT if format == "parquet" else _CSV_SELECT)
+        rel = con.sql(QUERIES[f"export_{format}"])
         count = con.sql("SELECT count(*) FROM revisions").fetchall()[0][0]
         if format == "parquet":
             rel.write_parquet(os.fspath(out), compression="zstd")

@@ -1,5 +1,8 @@
 """The one reader of caller frames: Polars (eager or lazy), pandas, Arrow, a DuckDB relation or
-a list of dicts, as an Arrow table (backfill, the analytics inputs) or as rows (``assert_many``)."""
+a list of dicts, as an Arrow table (backfill, the analytics inputs) or as rows (``assert_many``).
+
+No other module tells the kinds apart or converts them (``tests/test_layout.py`` checks it).
+"""
 
 from __future__ import annotations
 
@@ -43,6 +46,22 @@ def records(rows: Any, *, field: str = "rows") -> list[dict[str, Any]]:
             raise TempomemError(f"{field}: expected a list of dicts")
         return rows
     return as_arrow(rows, field=field).to_pylist()
+
+
+def strict_columns(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
+    """Rows already read by :func:`as_arrow`, or a list of dicts, as Arrow column by column; ``None``
+    when a column of the list does not hold one Python type (:func:`as_arrow` would read a column
+    mixing types as text, and ``True`` would pass for a subject): the caller then reads row by row.
+
+    >>> strict_columns([{"subject": "svc"}, {"subject": True}]) is None
+    True
+    """
+    if isinstance(rows, pa.Table):
+        return rows
+    try:
+        return pa.table({name: [row.get(name) for row in rows] for name in sorted(set().union(*rows))})
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _dicts_to_arrow(rows: list[Any], field: str) -> pa.Table:

@@ -1,9 +1,10 @@
 """Typed-link traversal in time: ``tm.graph.traverse`` and the multi-hop dependency question.
 
-Both run one SQL macro of ``macros.sql`` (``tm_traverse``, ``dependency_changes``): a recursive
-query over one time slice (SPEC §6 as_believed semantics), so every hop sees the same
-instant and belief. Edges are facts whose object is an entity (the subject of some fact),
-walked subject -> object only; see the macros for why.
+Both run one SQL macro of ``macros.sql`` (``tm_traverse``, ``dependency_changes``; the calls and
+the in-memory stand-ins are in ``graph.sql``): a recursive query over one time slice (SPEC §6
+as_believed semantics), so every hop sees the same instant and belief. Edges are facts whose
+object is an entity (the subject of some fact), walked subject -> object only; see the macros
+for why.
 
 Speed: each hop of ``tm_traverse`` asks ``tm_out_links(entity_id)`` for the candidate links
 out of an entity. In tempomem's own connection that is answered from an adjacency array held
@@ -24,6 +25,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from .connection import sql_parts
 from .errors import TempomemError
 from .queries import frame
 from .recall import indexed_version, prepared_connection
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 DEFAULT_MULTIPLIERS: dict[str, float] = {"causal": 1.5, "entity": 1.2, "temporal": 1.0, "semantic": 0.8}
 
 _MAX_DEPTH = 10
+
+#: The named parts of graph.sql: ``{name: text}``.
+_SQL = sql_parts("graph.sql")
 
 
 @dataclass
@@ -72,9 +77,8 @@ def _prepared(mem: Memory) -> duckdb.DuckDBPyConnection:
     adjacency: _Adjacency | None = reader.caches.get("graph")
     if adjacency is not None and adjacency.con is con and adjacency.version == version:
         return con
-    con.execute("CREATE OR REPLACE TABLE _tm_entity_cache AS SELECT n.* FROM _tm_entities_live AS n")
-    con.execute("CREATE OR REPLACE VIEW _tm_entities AS SELECT n.* FROM _tm_entity_cache AS n")
-    links = con.sql("SELECT l.* FROM _tm_links AS l ORDER BY l.src_id").to_arrow_table()
+    con.execute(_SQL["entities"])
+    links = con.sql(_SQL["links"]).to_arrow_table()
     entities = con.sql("SELECT count(*) FROM _tm_entity_cache").fetchall()[0][0]
     sources = links["src_id"].to_numpy()
     offsets = np.searchsorted(sources, np.arange(entities + 1), side="left").astype(np.int64)
@@ -147,10 +151,7 @@ def traverse(mem: Memory, start: str, depth: int = 2, *, valid_at: TimeLike | No
     believed: datetime = to_utc(believed_at, field="believed_at") or now  # type: ignore[assignment]
     with mem.reader.lock:
         return frame(
-            _prepared(mem),
-            """SELECT * FROM tm_traverse($start, $depth, $valid_at, $believed_at,
-                                         multipliers := MAP(CAST($types AS VARCHAR[]), CAST($factors AS DOUBLE[])),
-                                         predicates := CAST($predicates AS VARCHAR[]))""",
+            _prepared(mem), _SQL["traverse"],
             {"start": _name(start, "start"), "depth": _depth(depth), "valid_at": at, "believed_at": believed,
              "types": list(factors), "factors": list(factors.values()), "predicates": _predicates(predicates)},
         )
@@ -188,10 +189,7 @@ def dependency_changes(mem: Memory, root: str, at: TimeLike, lookback: str = "24
         except Exception:
             raise TempomemError(f"lookback: cannot read {lookback!r} as an interval (e.g. '24 hours')") from None
         return frame(
-            con,
-            """SELECT * FROM dependency_changes($root, $at_time, $lookback, depth := $depth,
-                                                believed_at := $believed_at,
-                                                predicates := CAST($predicates AS VARCHAR[]))""",
+            con, _SQL["dependency_changes"],
             {"root": _name(root, "root"), "at_time": when, "lookback": lookback, "depth": _depth(depth),
              "believed_at": believed, "predicates": _predicates(predicates)},
         )

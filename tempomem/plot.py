@@ -9,10 +9,12 @@ for a README or a report keep their size.
 matplotlib is a dependency of tempomem; ``import tempomem`` does not load it, ``tm.plot``
 does on first use.
 
->>> import tempomem as tm
->>> mem = tm.open("checkout.tm")                                           # doctest: +SKIP
->>> tm.plot.bitemporal(mem, "checkout-api", "instance_type",
-...                    valid_at="2026-03-15T08:00Z", out="bitemporal.png")  # doctest: +SKIP
+>>> from matplotlib.image import imread
+>>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+>>> fig = tm.plot.bitemporal(mem, "checkout-api", "instance_type",
+...                          valid_at="2026-03-15T08:00Z", out=folder / "bitemporal.png")
+>>> imread(folder / "bitemporal.png").shape  # figsize (8, 5) × dpi 100, RGBA
+(500, 800, 4)
 """
 
 from __future__ import annotations
@@ -77,9 +79,12 @@ def bitemporal(mem: Memory, subject: str, predicate: str | None = None, *, scope
     believed_at)`` answers. With ``predicate=None`` every predicate of the subject gets its
     own panel. Audit data: reads ``history(..., revisions=True)``, retracted facts included.
 
-    >>> fig = tm.plot.bitemporal(mem, "checkout-api", "instance_type",
-    ...                          valid_at="2026-03-15T08:00Z", believed_at="2026-03-15T08:00Z",
-    ...                          out="bitemporal.png")   # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+    >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2026-02-01")
+    >>> fig = tm.plot.bitemporal(mem, "checkout-api", valid_at="2026-03-15T08:00Z",
+    ...                          believed_at="2026-03-15T08:00Z", out=folder / "bitemporal.png")
+    >>> [ax.get_title(loc="left") for ax in fig.axes]  # predicate=None: a panel per predicate
+    ['checkout-api · instance_type', 'checkout-api · region']
     """
     probe, belief = _time(valid_at, "valid_at"), _time(believed_at, "believed_at")
     revs = mem.history(subject, predicate, scope=scope, revisions=True)
@@ -170,7 +175,11 @@ def lifeline(mem: Memory, subject: str, *, scope: str | None = None, include_ret
     share the lane in sub-rows. Retracted facts are drawn hatched (``include_retracted=False``
     leaves them out); erased facts are never drawn. ``valid_at`` adds a vertical line.
 
-    >>> tm.plot.lifeline(mem, "checkout-api", valid_at="2026-03-15T08:00Z", out="life.png")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+    >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2026-02-01")
+    >>> fig = tm.plot.lifeline(mem, "checkout-api", valid_at="2026-03-15T08:00Z", out=folder / "life.svg")
+    >>> [label.get_text() for label in fig.axes[0].get_yticklabels()]  # one lane per predicate
+    ['instance_type', 'region']
     """
     probe = _time(valid_at, "valid_at")
     facts = mem.history(subject, scope=scope).filter(pl.col("status") != "erased")
@@ -257,7 +266,15 @@ def ingestion_lag(mem: Memory, *, out: str | os.PathLike[str] | None = None,
     show a lag of zero or less (a fact recorded before it became true): those are counted in
     the lane label as ``≤0``.
 
-    >>> tm.plot.ingestion_lag(mem, out="lag.png")  # doctest: +SKIP
+    >>> _ = mem.backfill([
+    ...     {"subject": "svc-a", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01T06:00Z"},
+    ...     {"subject": "svc-b", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-03"}])
+    >>> fig = tm.plot.ingestion_lag(mem, out=folder / "lag.png")
+    >>> print(fig.axes[0].get_yticklabels()[0].get_text())  # one lane per predicate
+    region
+    (n=2)
     """
     from .reports import fact_lags
 
@@ -322,8 +339,11 @@ def divergence(result: pl.DataFrame, *, by: str = "predicate", out: str | os.Pat
     know, stacked by kind (``learned_late``, ``corrected``, ``not_yet_known``) and labelled
     with the rate and the probe count.
 
-    >>> res = tm.probes.divergence(mem)                      # doctest: +SKIP
-    >>> tm.plot.divergence(res, out="divergence.png")        # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", valid_from="2026-03-01")  # learned 03-20
+    >>> res = tm.probes.divergence(mem)
+    >>> fig = tm.plot.divergence(res, out=folder / "divergence.png")
+    >>> [text.get_text().strip() for text in fig.axes[0].texts]
+    ['100.0% of 1']
     """
     missing = {by, "diverged", "kind"} - set(result.columns)
     if missing:

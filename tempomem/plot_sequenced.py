@@ -33,8 +33,12 @@ def sequenced(frame: pl.DataFrame, *, kind: str = "strip", top: int = 12, out: s
     type, day by day"); objects beyond the ``top`` largest are stacked together as ``other``.
     Labels leave out a subject or predicate that all rows share (the area never names subjects).
 
-    >>> df = mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")  # doctest: +SKIP
-    >>> tm.plot.sequenced(df, out="sequenced.png")                                      # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
+    >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2026-02-01")
+    >>> df = mem.sequenced("2026-03-01", "2026-04-01", "1d", subject="checkout-api")
+    >>> fig = tm.plot.sequenced(df, out=folder / "sequenced.png")
+    >>> [label.get_text() for label in fig.axes[0].get_yticklabels()]  # the shared subject left out
+    ['instance_type: m5.large', 'region: eu-west-1']
     """
     missing = [c for c in _NEEDED if c not in frame.columns]
     if missing:

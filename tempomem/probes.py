@@ -55,33 +55,8 @@ FROM _tm_events_in AS e
 #: The columns at_events adds to an events frame.
 EVENT_COLUMNS = ("as_of_object", "as_believed_object", "diverged")
 
-# Generated probes: one per fact recorded after its (known) start, halfway between its start
-# and its recording, about its start; one per retraction, halfway through the belief window
-# [recorded_at, retracted_at), about an instant inside the retracted fact's valid interval.
-# The facts are the rows of `facts`: each fact's latest revision (read as the still-believed
-# rows of `_tm_belief_rows`, a filtered scan) with `recorded_at` = when it was first recorded.
-_GENERATED = """
-WITH f AS (
-    SELECT r.* EXCLUDE (recorded_at), r.first_recorded_at AS recorded_at
-    FROM _tm_belief_rows AS r WHERE r.believed_until IS NULL
-)
-SELECT 'learned_late:' || f.fact_id AS probe_id, f.scope, f.subject, f.predicate,
-       f.valid_from AS valid_at,
-       f.valid_from + to_microseconds((epoch_us(f.recorded_at) - epoch_us(f.valid_from)) // 2) AS believed_at
-FROM f
-WHERE f.status NOT IN ('retracted', 'erased') AND f.valid_from IS NOT NULL AND NOT f.valid_from_inferred
-  AND f.recorded_at > f.valid_from AND NOT tm_is_empty(f.valid_from, f.valid_to)
-UNION ALL
-SELECT 'retraction:' || g.fact_id, g.scope, g.subject, g.predicate,
-       coalesce(g.valid_from, g.valid_to - INTERVAL 1 MICROSECOND, g.believed_at), g.believed_at
-FROM (
-    SELECT f.*,
-           f.recorded_at + to_microseconds((epoch_us(f.retracted_at) - epoch_us(f.recorded_at)) // 2) AS believed_at
-    FROM f
-    WHERE f.status = 'retracted' AND f.retracted_at > f.recorded_at AND NOT tm_is_empty(f.valid_from, f.valid_to)
-) AS g
-ORDER BY probe_id
-"""
+#: The named parts of probes.sql (the probes divergence makes itself): ``{name: text}``.
+PROBES: dict[str, str] = sql_parts("probes.sql")
 
 
 def generate(mem: Memory) -> pl.DataFrame:
@@ -91,7 +66,7 @@ def generate(mem: Memory) -> pl.DataFrame:
     ``subject``, ``predicate``, ``valid_at``, ``believed_at``.
     """
     with mem.reader.lock:
-        return frame(mem.reader.connection(), _GENERATED)
+        return frame(mem.reader.connection(), PROBES["generated"])
 
 
 def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
@@ -103,8 +78,12 @@ def divergence(mem: Memory, probes: Any = None) -> pl.DataFrame:
     (multi-valued answers sorted and joined by ``" | "``, NULL when nothing holds),
     ``diverged`` and ``kind`` (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
 
-    >>> tm.probes.divergence(mem, [{"subject": "acct", "predicate": "iban",
-    ...     "valid_at": "2026-03-01", "believed_at": "2026-03-01"}])  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", valid_from="2026-03-01")  # learned 03-20
+    >>> probe = {"subject": "acct-7", "predicate": "iban", "valid_at": "2026-03-05"}
+    >>> result = tm.probes.divergence(mem, [{**probe, "believed_at": "2026-03-10"},
+    ...                                     {**probe, "believed_at": "2026-03-25"}])
+    >>> result.select("believed_at", "as_of_object", "as_believed_object", "kind").rows()  # probes as given
+    [('2026-03-10', 'FR76 3000', None, 'not_yet_known'), ('2026-03-25', 'FR76 3000', 'FR76 3000', 'same')]
     """
     if probes is None:
         probes = generate(mem)
@@ -167,7 +146,10 @@ def summary(result: pl.DataFrame) -> pl.DataFrame:
     Columns: ``predicate``, ``source``, ``probes``, ``diverged``, ``divergence_rate`` and one
     count per kind (``same``, ``not_yet_known``, ``corrected``, ``learned_late``).
 
-    >>> tm.probes.summary(tm.probes.divergence(mem))  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", valid_from="2026-03-01")  # learned 03-20
+    >>> _ = mem.assert_fact("acct-8", "iban", "DE89 3704", valid_from="2026-03-01")
+    >>> tm.probes.summary(tm.probes.divergence(mem)).select("predicate", "probes", "divergence_rate").rows()
+    [('iban', 2, 1.0)]
     """
     return (
         result.group_by("predicate", "source")

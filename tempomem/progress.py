@@ -76,8 +76,13 @@ class Bars:
     and only when the load has at least ``min_rows`` rows; :meth:`close` ends the open bar.
     ``file`` is where text bars go (stderr by default).
 
-    >>> with Bars(min_rows=1) as bars:                        # doctest: +SKIP
-    ...     mem.backfill("export.parquet", progress=bars)
+    >>> import io
+    >>> text = io.StringIO()
+    >>> with Bars(min_rows=1, file=text) as bars:
+    ...     report = mem.backfill([{"subject": "svc", "predicate": "owner", "object": "ana",
+    ...                             "recorded_at": "2026-03-01"}], progress=bars)
+    >>> bars.total, text.getvalue().splitlines()[-1]  # doctest: +ELLIPSIS
+    (1, '...writing revisions: 100%|##########| 1.00/1.00 [...]')
     """
 
     def __init__(self, *, min_rows: int | None = None, file: IO[str] | None = None) -> None:
@@ -127,8 +132,12 @@ def _silent(stage: str, done: int) -> None:
 def reporter(progress: ProgressLike = None, *, min_rows: int | None = None) -> Iterator[Progress]:
     """The :data:`Progress` callback for ``progress`` (see the module doc), closed on exit.
 
-    >>> with reporter() as notify:                            # doctest: +SKIP
-    ...     backfill(mem, "export.parquet", progress=notify)
+    >>> seen = []
+    >>> with reporter(lambda stage, done: seen.append((stage, done))) as notify:  # a callable, as it is
+    ...     report = mem.backfill([{"subject": "svc", "predicate": "owner", "object": "ana",
+    ...                             "recorded_at": "2026-03-01"}], progress=notify)
+    >>> seen
+    [('read', 0), ('checked', 1), ('write', 1)]
     """
     if callable(progress):
         yield progress

@@ -14,7 +14,11 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from .connection import sql_parts
 from .states import from_rows
+
+#: The named parts of queries.sql (check, diff and export): ``{name: text}``.
+QUERIES: dict[str, str] = sql_parts("queries.sql")
 
 #: Optional key filters: the SQL fragment used when the caller gives the value.
 _KEY_FILTERS = {
@@ -119,9 +123,7 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
              stray_files: list[str]) -> CheckReport:
     """Invariant violations (macro ``tm_problems``, view ``_tm_previous_problems``) plus data files
     the log never referenced."""
-    found = frame(con, """SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]))
-                                         UNION ALL SELECT * FROM _tm_previous_problems)
-                          ORDER BY kind, fact_id""", {"multi": multi_predicates})
+    found = frame(con, QUERIES["problems"], {"multi": multi_predicates})
     strays = pl.DataFrame(
         {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
          "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},

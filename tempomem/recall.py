@@ -1,7 +1,8 @@
 """Validity-constrained recall: embeddings as derived data, and similarity over a time slice.
 
 ``embed`` fills missing embeddings in place (no new revision, no belief time moves);
-``recall`` runs the ``recall`` SQL macro (time slice first, cosine ranking second).
+``recall`` runs the ``recall`` SQL macro (time slice first, cosine ranking second). The SQL this
+module runs itself is in ``recall.sql``.
 
 Speed: in tempomem's own DuckDB connection the recall macro runs over stand-ins that give the
 same rows faster: ``_tm_index`` and ``_tm_rows`` read an in-memory copy of ``revisions``
@@ -22,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .connection import sql_parts
 from .embed import Embedder, default_embedder
 from .errors import TempomemError
 from .progress import batches
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from .reader import Reader
 
 
+#: The named parts of recall.sql: ``{name: text}``.
+_SQL = sql_parts("recall.sql")
 _SCORES_SCHEMA = pa.schema([("fact_id", pa.string()), ("revision", pa.int32()), ("score", pa.float64())])
 
 
@@ -104,10 +108,7 @@ def embed(engine: Engine, embedder: Embedder) -> int:
     """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
     with engine.exclusive():
         con = engine.connection()
-        missing = con.sql(
-            """SELECT e.fact_id, e.revision, e.text FROM _tm_events AS e
-               WHERE e.embedding IS NULL AND e.status <> 'erased' AND e.text IS NOT NULL"""
-        ).to_arrow_table()
+        missing = con.sql(_SQL["missing"]).to_arrow_table()
         if missing.num_rows == 0:
             return 0
         _matching_embedder(engine.storage, embedder, record=True)
@@ -127,8 +128,7 @@ def embed(engine: Engine, embedder: Embedder) -> int:
 
 def _load_vectors(con: duckdb.DuckDBPyConnection, file: str) -> list[_Vectors]:
     """A data file's embeddings as one float32 matrix per vector length."""
-    table = con.sql("SELECT p.fact_id, p.revision, p.embedding FROM read_parquet($f) AS p "
-                    "WHERE p.embedding IS NOT NULL", params={"f": file}).to_arrow_table()
+    table = con.sql(_SQL["file_vectors"], params={"f": file}).to_arrow_table()
     if table.num_rows == 0:
         return []
     lengths = pc.list_value_length(table["embedding"]).to_numpy()
@@ -147,19 +147,12 @@ def _refresh(reader: Reader, con: duckdb.DuckDBPyConnection, *, vectors: bool = 
     cache: _Cache | None = reader.caches.get("recall")
     if cache is None or cache.con is not con:
         con.register("_tm_query_scores", _SCORES_SCHEMA.empty_table())  # the macro binds at creation
-        con.execute("CREATE OR REPLACE MACRO tm_scores(query_vec) AS TABLE "
-                    "SELECT s.fact_id, s.revision, s.score FROM _tm_query_scores AS s")
+        con.execute(_SQL["scores"])
         cache = _Cache(con)
         reader.caches["recall"] = cache
     snap = reader.storage.snapshot()
     if cache.index_version != snap.version:
-        # Every revision without its vector: the time slice and the rows an answer returns.
-        con.execute("CREATE OR REPLACE TABLE _tm_index_cache AS "
-                    "SELECT p.* EXCLUDE (embedding) FROM _tm_revisions_plus AS p")
-        con.execute("CREATE OR REPLACE VIEW _tm_index AS SELECT i.rowid AS row_key, i.* FROM _tm_index_cache AS i")
-        con.execute("CREATE OR REPLACE VIEW _tm_rows AS SELECT i.rowid AS row_key, "
-                    "i.* EXCLUDE (believed_until, object_is_entity), CAST(NULL AS FLOAT[]) AS embedding "
-                    "FROM _tm_index_cache AS i")
+        con.execute(_SQL["index"])
         cache.index_version = snap.version
     if not vectors:
         return cache
@@ -171,11 +164,7 @@ def _refresh(reader: Reader, con: duckdb.DuckDBPyConnection, *, vectors: bool = 
         cache.vectors[file] = _load_vectors(con, file)
     if new:
         counts = dict.fromkeys(new, 0)
-        counts.update(con.sql(
-            """SELECT p.filename, count(*) FROM read_parquet($files, filename = true) AS p
-               WHERE p.embedding IS NULL AND p.status <> 'erased' AND p.text IS NOT NULL GROUP BY ALL""",
-            params={"files": new},
-        ).fetchall())
+        counts.update(con.sql(_SQL["missing_per_file"], params={"files": new}).fetchall())
         cache.missing.update(counts)
     return cache
 
@@ -227,10 +216,6 @@ def _query_vector(reader: Reader, query: Any) -> list[float]:
 _OFFER_PER_K = 64
 _MIN_OFFER = 1024
 
-_RECALL_SQL = """SELECT * FROM recall(CAST($q AS FLOAT[]), $k, $valid_at, $believed_at,
-                                      subject := $subject, predicate := $predicate,
-                                      sources := CAST($sources AS VARCHAR[]), min_confidence := $min_confidence)"""
-
 
 def _best(scores: list[tuple[_Vectors, np.ndarray]], wanted: int) -> tuple[pa.Table, bool]:
     """The scored rows at least as good as the ``wanted``-th best; True when that is all of them."""
@@ -278,7 +263,7 @@ def recall(reader: Reader, query: Any, k: int = 5, *, valid_at: TimeLike | None 
             while True:
                 offered, complete = _best(scores, wanted)
                 cache.con.register("_tm_query_scores", offered)
-                found = frame(cache.con, _RECALL_SQL, params)
+                found = frame(cache.con, _SQL["recall"], params)
                 if found.height >= k or complete:
                     return found
                 wanted *= 8

@@ -1,6 +1,7 @@
 """Reports over a whole store (SPEC §10): ingestion lag, exposure windows, decision audit and
 displacements of trusted facts. Each is one DuckDB query (plus, for percentiles, one Polars
-aggregation); retracted and erased facts never count as knowledge.
+aggregation): ingestion lag's in ``analytics.sql`` (Spark runs it too), the others in
+``reports.sql``. Retracted and erased facts never count as knowledge.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from .connection import sql_parts
 from .errors import TempomemError
 from .inputs import ROW, registered
 from .probes import ANALYTICS, ANSWERS_SQL
@@ -20,6 +22,9 @@ from .schema import FACT_COLUMNS
 
 if TYPE_CHECKING:
     from .store import Memory
+
+#: The named parts of reports.sql (exposure, the decision audit, displacements): ``{name: text}``.
+REPORTS: dict[str, str] = sql_parts("reports.sql")
 
 #: Columns ``ingestion_lag`` may group by.
 LAG_GROUPS = ("scope", "subject", "predicate", "source", "origin", "link_type")
@@ -69,7 +74,13 @@ def fact_lags(mem: Memory, by: Sequence[str] = ("predicate",)) -> pl.DataFrame:
     unknown or inferred. Retracted and erased facts are not rows. ``tm.plot.ingestion_lag``
     draws this frame, so the chart and the report count the same facts.
 
-    >>> tm.reports.fact_lags(mem).drop_nulls("lag")  # doctest: +SKIP
+    >>> _ = mem.backfill([
+    ...     {"subject": "svc-a", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01T06:00Z"},
+    ...     {"subject": "svc-b", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-03"}])
+    >>> tm.reports.fact_lags(mem).sort("lag").rows()
+    [('region', datetime.timedelta(seconds=21600)), ('region', datetime.timedelta(days=2))]
     """
     groups = _groups(by)
     # the group names are checked against LAG_GROUPS: fixed identifiers, never user text
@@ -87,7 +98,14 @@ def ingestion_lag(mem: Memory, by: Sequence[str] = ("predicate",), threshold: st
     ``share_over_threshold`` (lag strictly over ``threshold``) and ``inferred`` (facts left
     out for having no real start). A fact recorded before its start has a negative lag.
 
-    >>> tm.reports.ingestion_lag(mem, by=("predicate", "source"), threshold="6h")  # doctest: +SKIP
+    >>> _ = mem.backfill([
+    ...     {"subject": "svc-a", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01T06:00Z"},
+    ...     {"subject": "svc-b", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-03"}])
+    >>> lag = tm.reports.ingestion_lag(mem, threshold="1d")
+    >>> lag.select("predicate", "count", "p50", "max", "share_over_threshold").rows()
+    [('region', 2, datetime.timedelta(seconds=21600), datetime.timedelta(days=2), 0.5)]
     """
     query = lag_report_sql(by)
     limit_us = parse_duration(threshold) // timedelta(microseconds=1)
@@ -115,16 +133,6 @@ def lag_report_sql(by: Sequence[str] | str) -> str:
 
 # -- exposure ----------------------------------------------------------------------------------
 
-_EXPOSURE = """
-SELECT CASE WHEN f.status = 'retracted' THEN f.recorded_at
-            ELSE greatest(s.valid_from, f.recorded_at) END AS exposure_from,
-       CASE WHEN f.status = 'retracted' THEN f.retracted_at ELSE s.recorded_at END AS exposure_to,
-       f.*
-FROM facts AS f
-LEFT JOIN facts AS s ON s.fact_id = f.superseded_by
-WHERE f.status = 'retracted' OR (f.status <> 'erased' AND f.superseded_by IS NOT NULL)
-"""
-
 
 def exposure(mem: Memory) -> pl.DataFrame:
     """For each superseded or retracted fact, the belief window in which it was served though wrong.
@@ -134,10 +142,16 @@ def exposure(mem: Memory) -> pl.DataFrame:
     ``recorded_at`` (or ``retracted_at``), ``exposure`` their difference; then the fact
     columns. Windows of zero or negative length are left out; longest first.
 
-    >>> tm.reports.exposure(mem).select("subject", "object", "exposure")  # doctest: +SKIP
+    >>> _ = mem.backfill([  # eu-west-1 until 03-05, which the memory learned on 03-08
+    ...     {"subject": "svc", "predicate": "region", "object": "eu-west-1", "valid_from": "2026-03-01",
+    ...      "recorded_at": "2026-03-01"},
+    ...     {"subject": "svc", "predicate": "region", "object": "us-east-1", "valid_from": "2026-03-05",
+    ...      "recorded_at": "2026-03-08"}], resolve=True)
+    >>> tm.reports.exposure(mem).select("subject", "object", "exposure").rows()
+    [('svc', 'eu-west-1', datetime.timedelta(days=3))]
     """
     with mem.reader.lock:
-        rows = frame(mem.reader.connection(), _EXPOSURE)
+        rows = frame(mem.reader.connection(), REPORTS["exposure"])
     return (
         rows.with_columns((pl.col("exposure_to") - pl.col("exposure_from")).alias("exposure"))
         .filter(pl.col("exposure") > timedelta(0))
@@ -148,17 +162,8 @@ def exposure(mem: Memory) -> pl.DataFrame:
 
 # -- decision audit ----------------------------------------------------------------------------
 
-_AUDIT = ANSWERS_SQL + """
-SELECT d._tm_row,
-       CASE WHEN len(a.believed_objects) > 0 THEN array_to_string(a.believed_objects, ' | ') END AS believed_object,
-       CASE WHEN len(a.known_objects) > 0 THEN array_to_string(a.known_objects, ' | ') END AS true_object,
-       CASE WHEN coalesce(len(a.believed_objects), 0) = 0 THEN 'unknown'
-            WHEN NOT list_contains(a.believed_objects, d.object_used) THEN 'mismatch'
-            WHEN list_contains(a.believed_retracted_objects, d.object_used) THEN 'wrong'
-            WHEN NOT coalesce(list_contains(a.known_objects, d.object_used), false) THEN 'stale'
-            ELSE 'ok' END AS verdict
-FROM _tm_decisions AS d LEFT JOIN believed_then AS a ON a._tm_row = d._tm_row
-"""
+# The audit: the answers of analytics.sql to the decisions as probes, then the verdicts.
+_AUDIT = ANSWERS_SQL + REPORTS["audit"]
 
 
 def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
@@ -171,15 +176,19 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
     was not believed), ``wrong`` (it was later retracted), ``stale`` (the world had already
     changed and that was recorded later), ``ok``.
 
-    >>> tm.reports.decision_audit(mem, decisions).filter(pl.col("verdict") != "ok")  # doctest: +SKIP
+    >>> _ = mem.backfill([{"subject": "acct-7", "predicate": "iban", "object": "FR76", "valid_from": "2026-03-01",
+    ...                    "recorded_at": "2026-03-01"}])
+    >>> paid = {"decided_at": "2026-03-10", "subject": "acct-7", "predicate": "iban"}
+    >>> decisions = [{**paid, "decision_id": "pay-1", "object_used": "FR76"},
+    ...              {**paid, "decision_id": "pay-2", "object_used": "DE89"},
+    ...              {**paid, "decision_id": "pay-3", "object_used": "FR76", "decided_at": "2026-02-10"}]
+    >>> tm.reports.decision_audit(mem, decisions).select("decision_id", "believed_object", "verdict").rows()
+    [('pay-1', 'FR76', 'ok'), ('pay-2', 'FR76', 'mismatch'), ('pay-3', None, 'unknown')]
     """
     with mem.reader.lock, registered(mem.reader.connection(), decisions, field="decisions", name="_tm_decisions",
                                required=("decision_id", "decided_at", "subject", "predicate", "object_used"),
                                times=("decided_at",), optional=("scope",)) as (con, original):
-        con.execute("""CREATE OR REPLACE TEMP VIEW _tm_probes AS
-                       SELECT d._tm_row, d.scope, d.subject, d.predicate,
-                              d.decided_at AS valid_at, d.decided_at AS believed_at
-                       FROM _tm_decisions AS d""")
+        con.execute(REPORTS["decision_probes"])
         try:
             verdicts = frame(con, _AUDIT)
         finally:
@@ -188,21 +197,6 @@ def decision_audit(mem: Memory, decisions: Any) -> pl.DataFrame:
 
 
 # -- displacements -----------------------------------------------------------------------------
-
-_DISPLACEMENTS = """
-SELECT n.fact_id, n.scope, n.subject, n.predicate, n.object, n.source, n.confidence,
-       n.valid_from, n.recorded_at, n.status,
-       d.fact_id AS displaced_fact_id, d.object AS displaced_object, d.source AS displaced_source,
-       d.confidence AS displaced_confidence, d.valid_from AS displaced_valid_from,
-       d.recorded_at AS displaced_recorded_at
-FROM facts AS d
-JOIN facts AS n ON n.fact_id = d.superseded_by
-WHERE list_contains(CAST($trusted AS VARCHAR[]), d.source) AND d.confidence >= $min_confidence
-  AND NOT (list_contains(CAST($trusted AS VARCHAR[]), n.source) AND n.confidence >= $min_confidence)
-  AND NOT list_contains(CAST($multi AS VARCHAR[]), d.predicate)
-  AND d.status <> 'erased' AND n.status NOT IN ('retracted', 'erased')
-ORDER BY n.recorded_at, n.fact_id
-"""
 
 
 def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified",),
@@ -215,11 +209,14 @@ def displacements(mem: Memory, trusted_sources: Sequence[str] = ("tool_verified"
     One row per displacement: the displacing fact (``fact_id`` … ``recorded_at`` = when it
     entered, ``status``) and the ``displaced_*`` fact.
 
-    >>> tm.reports.displacements(mem, trusted_sources=["tool_verified", "user"])  # doctest: +SKIP
+    >>> _ = mem.assert_fact("acct-7", "iban", "FR76 3000", source="tool_verified", confidence=0.99)
+    >>> _ = mem.assert_fact("acct-7", "iban", "DE89 3704", source="email", confidence=0.6)
+    >>> tm.reports.displacements(mem).select("object", "source", "displaced_object", "displaced_source").rows()
+    [('DE89 3704', 'email', 'FR76 3000', 'tool_verified')]
     """
     sources = [trusted_sources] if isinstance(trusted_sources, str) else list(trusted_sources)
     settings = mem.reader.storage.read_settings()
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
     with mem.reader.lock:
-        return frame(mem.reader.connection(), _DISPLACEMENTS,
+        return frame(mem.reader.connection(), REPORTS["displacements"],
                      {"trusted": sources, "min_confidence": float(min_confidence), "multi": multi})

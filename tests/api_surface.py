@@ -1,4 +1,4 @@
-"""The public API as data: ``tempomem.__all__`` and the signatures SPEC §7 and §12 name.
+"""The public API as data: ``tempomem.__all__`` and the signatures SPEC §7 and §12–13 name.
 
 ``tests/fixtures/api_snapshot.json`` holds this surface as it was before the layout change
 (issue 18); ``test_layout.py`` compares against it, so a move cannot rename or reshape what
@@ -14,8 +14,9 @@ import json
 from typing import Any
 
 import tempomem as tm
+import tempomem.spark  # SPEC §13; needs the [spark] extra (sqlglot), which the test command installs
 
-#: SPEC §7 and §12, by where they live (§13's ``tempomem.spark`` joins when that module lands).
+#: SPEC §7 and §12–13, by where they live.
 MEMORY_METHODS = (
     "declare", "assert_fact", "assert_many", "invalidate", "correct", "get", "current", "as_of",
     "as_believed", "history", "timeline", "diff", "backfill", "forget", "connect", "sql", "check",
@@ -37,6 +38,9 @@ FUNCTIONS = {
     "importers.sqlite4ts": tm.importers.sqlite4ts,
     "importers.generic": tm.importers.generic,
     "export.export": tm.export.export,
+    "spark.register": tm.spark.register,
+    "spark.divergence": tm.spark.divergence,
+    "spark.ingestion_lag": tm.spark.ingestion_lag,
 }
 #: The result types whose fields callers read.
 RECORDS = ("Fact", "BackfillReport", "MemoryDiff", "CheckReport")

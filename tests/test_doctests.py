@@ -2,8 +2,8 @@
 
 Each docstring with examples runs in its module's namespace, on its own new store: ``mem`` (empty, its clock fixed at
 2026-03-20 UTC, so that outputs do not depend on the day), ``folder`` (an empty temporary
-folder) and ``tm``. An example that cannot run here (it needs a file or another system's
-export) says ``+SKIP``.
+folder, where the charts of ``tm.plot`` are written) and ``tm``. An example that cannot run
+here says ``+SKIP`` and is listed in :data:`UNRUN` with the reason.
 """
 
 from __future__ import annotations
@@ -19,11 +19,21 @@ import pytest
 import tempomem as tm
 from tempomem.times import to_utc
 
-#: Modules left out: they load what a doctest run should not (matplotlib's charts are tested
-#: in test_plot; the CLI in test_cli).
-SKIPPED = ("tempomem.plot", "tempomem.plot_sequenced", "tempomem.figures", "tempomem.__main__")
+#: Modules left out: running ``python -m tempomem`` is the CLI's (test_cli).
+SKIPPED = ("tempomem.__main__",)
 MODULES = sorted(m.name for m in pkgutil.walk_packages(tm.__path__, "tempomem.") if m.name not in SKIPPED)
 NOW = to_utc("2026-03-20T00:00:00Z")
+#: The docstrings whose examples are skipped, and why; any other ``+SKIP`` fails the test.
+UNRUN = {
+    "tempomem.embed.SentenceTransformerEmbedder": "needs the embeddings extra (a model), not installed in the tests",
+    # issue 18 left these to the owners of importers.py (the write engine's work) and of at_events
+    "tempomem.importers": "reads other systems' export files",
+    "tempomem.importers.graphiti": "reads a Graphiti export file",
+    "tempomem.importers.mem0": "reads a mem0 history database",
+    "tempomem.importers.sqlite4ts": "reads a four-timestamp SQLite file",
+    "tempomem.importers.generic": "reads a CSV file",
+    "tempomem.probes.at_events": "uses an events frame it does not make",
+}
 
 
 def _examples(name: str) -> list[doctest.DocTest]:
@@ -44,3 +54,9 @@ def test_docstring_examples(name: str) -> None:
             runner.run(test)
     failed, attempted = runner.summarize(verbose=False)
     assert failed == 0, f"{failed} of {attempted} examples failed in {name} (see the output above)"
+
+
+def test_only_the_listed_examples_are_skipped() -> None:
+    skipped = {test.name for name in ["tempomem", *MODULES] for test in _examples(name)
+               if any(example.options.get(doctest.SKIP) for example in test.examples)}
+    assert skipped == set(UNRUN)

@@ -1,0 +1,34 @@
+-- tempomem: the facade's own queries over the macros of macros.sql: check (tempomem.queries),
+-- diff (tempomem.diff) and export (tempomem.export). The query forms of SPEC §6 are the macros
+-- themselves, with the caller's key filters added by tempomem.queries.
+--
+-- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts). Each part is
+-- one whole statement over the views and macros of revisions.sql and macros.sql (a connection
+-- of mem.connect() has them) and runs there as it stands, its values bound as `$name` parameters.
+
+-- @part problems
+-- Every invariant violation of mem.check: those the macro finds in the rows as they stand,
+-- with $multi the multi-valued predicates, and those the fold recorded of rows it folded.
+SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]))
+               UNION ALL SELECT * FROM _tm_previous_problems)
+ORDER BY kind, fact_id
+
+-- @part diff
+-- The events of mem.diff in [$from_at, $to_at), with the optional key filters ($subjects,
+-- $predicates: NULL for all). Entity buckets have no predicate, so a predicate filter leaves
+-- them alone. Forgotten subjects are stored hashed: the caller hashes the names it gives too.
+SELECT * FROM memory_diff($from_at, $to_at) AS d
+WHERE (CAST($subjects AS VARCHAR[]) IS NULL OR list_contains(CAST($subjects AS VARCHAR[]), d.subject))
+  AND (CAST($predicates AS VARCHAR[]) IS NULL OR d.bucket IN ('new_entities', 'forgotten_entities')
+       OR list_contains(CAST($predicates AS VARCHAR[]), d.predicate))
+
+-- @part export_parquet
+-- Every revision, in key order: the rows tm.export writes and backfill reads back.
+SELECT r.* FROM revisions r ORDER BY r.scope, r.subject, r.predicate, r.fact_id, r.revision
+
+-- @part export_csv
+-- The same rows for CSV, which has no lists: artifacts and embeddings as JSON text, which
+-- backfill reads.
+SELECT r.* REPLACE (CAST(to_json(r.artifacts) AS VARCHAR) AS artifacts,
+                    CAST(to_json(r.embedding) AS VARCHAR) AS embedding)
+FROM revisions r ORDER BY r.scope, r.subject, r.predicate, r.fact_id, r.revision
