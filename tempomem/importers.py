@@ -3,8 +3,11 @@
 The readers of the sources are in :mod:`tempomem.sources`; each importer here is
 ``mem.backfill(path, format=...)`` with the options a caller sets.
 
->>> report = tm.importers.graphiti(mem, "edges.json")  # doctest: +SKIP
->>> report = mem.backfill("history.db", format="mem0")    # doctest: +SKIP
+>>> _ = (folder / "log.csv").write_text("entity,predicate,object,ts\\nsvc,owner,ana,2026-03-01\\n")
+>>> tm.importers.generic(mem, folder / "log.csv", {"entity": "subject", "ts": "recorded_at"}).loaded
+1
+>>> mem.backfill(folder / "log.csv", mapping={"entity": "subject", "ts": "recorded_at"}).loaded  # the same
+1
 """
 
 from __future__ import annotations
@@ -30,7 +33,15 @@ def graphiti(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False
     ``artifacts``. An edge expired after it was created is two revisions. An edge whose
     ``valid_at`` equals its ``reference_time`` is flagged ``valid_at_is_reference_time``.
 
-    >>> tm.importers.graphiti(mem, "edges.json").loaded  # doctest: +SKIP
+    >>> import json
+    >>> edge = {"uuid": "e-1", "group_id": "acme", "source_name": "Alice", "target_name": "Acme",
+    ...         "name": "WORKS_AT", "fact": "Alice works at Acme", "created_at": "2024-01-05T10:00:00Z",
+    ...         "valid_at": "2023-01-10T00:00:00Z"}
+    >>> _ = (folder / "edges.json").write_text(json.dumps([edge]))
+    >>> tm.importers.graphiti(mem, folder / "edges.json").loaded
+    1
+    >>> mem.current("Alice", scope="acme").select("predicate", "object").rows()
+    [('WORKS_AT', 'Acme')]
     """
     return mem.backfill(path, format="graphiti", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
 
@@ -45,7 +56,19 @@ def mem0(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = False, st
     Valid time is unknown. An event with no readable time is rejected (SPEC §2); a DELETE
     with nothing to delete, or an unknown event, is flagged ``unmatched_mem0_event``.
 
-    >>> tm.importers.mem0(mem, "~/.mem0/history.db").loaded  # doctest: +SKIP
+    >>> import sqlite3
+    >>> with sqlite3.connect(folder / "history.db") as db:
+    ...     _ = db.execute("CREATE TABLE history (id TEXT, memory_id TEXT, old_memory TEXT, new_memory TEXT, "
+    ...                    "event TEXT, created_at DATETIME, updated_at DATETIME, is_deleted INTEGER)")
+    ...     _ = db.executemany("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+    ...         ("h1", "m1", None, "Likes pizza", "ADD", "2024-05-01T09:00:00-07:00", None, 0),
+    ...         ("h2", "m1", "Likes pizza", "Likes pasta", "UPDATE", "2024-05-01T09:00:00-07:00",
+    ...          "2024-05-03T18:30:00-07:00", 0)])
+    >>> db.close()
+    >>> tm.importers.mem0(mem, folder / "history.db").loaded  # revisions: the UPDATE closes the ADD's
+    3
+    >>> mem.history("m1").select("object", "status").rows()
+    [('Likes pizza', 'superseded'), ('Likes pasta', 'live')]
     """
     return mem.backfill(path, format="mem0", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
 
@@ -57,7 +80,18 @@ def sqlite4ts(mem: Memory, path: str | os.PathLike[str], *, lenient: bool = Fals
     ``asserted_at``→``recorded_at``; ``supersedes`` on a newer fact becomes the older fact's
     ``superseded_by`` (``superseded_at`` = the newer fact's ``asserted_at``); the rest by name.
 
-    >>> tm.importers.sqlite4ts(mem, "facts.db").loaded  # doctest: +SKIP
+    >>> import sqlite3
+    >>> with sqlite3.connect(folder / "facts.db") as db:
+    ...     _ = db.execute("CREATE TABLE facts (id INTEGER, subject TEXT, predicate TEXT, object TEXT, "
+    ...                    "valid_from INTEGER, valid_to INTEGER, asserted_at INTEGER, supersedes INTEGER)")
+    ...     _ = db.executemany("INSERT INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+    ...         (1, "checkout-api", "instance_type", "m5.large", 1704067200, 1717200000, 1704153600, None),
+    ...         (2, "checkout-api", "instance_type", "m5.xlarge", 1717200000, None, 1717286400, 1)])
+    >>> db.close()
+    >>> tm.importers.sqlite4ts(mem, folder / "facts.db").loaded
+    2
+    >>> mem.current("checkout-api")["object"].to_list()
+    ['m5.xlarge']
     """
     return mem.backfill(path, format="sqlite4ts", lenient=lenient, strict=strict, resolve=resolve, progress=progress)
 
@@ -67,7 +101,10 @@ def generic(mem: Memory, path: str | os.PathLike[str], mapping: dict[str, str], 
             progress: ProgressLike = None) -> BackfillReport:
     """Import a CSV/Parquet/JSON Lines file (or folder/glob) whose columns ``mapping`` renames.
 
-    >>> tm.importers.generic(mem, "log.csv", {"entity": "subject", "ts": "recorded_at"})  # doctest: +SKIP
+    >>> _ = (folder / "log.csv").write_text("entity,predicate,object,ts\\nsvc,owner,ana,2026-03-01\\n")
+    >>> report = tm.importers.generic(mem, folder / "log.csv", {"entity": "subject", "ts": "recorded_at"})
+    >>> report.loaded, mem.current("svc")["object"].to_list()
+    (1, ['ana'])
     """
     return mem.backfill(path, mapping=mapping, format=format, lenient=lenient, strict=strict, resolve=resolve,
                         progress=progress)

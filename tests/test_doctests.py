@@ -26,12 +26,7 @@ NOW = to_utc("2026-03-20T00:00:00Z")
 #: The docstrings whose examples are skipped, and why; any other ``+SKIP`` fails the test.
 UNRUN = {
     "tempomem.embed.SentenceTransformerEmbedder": "needs the embeddings extra (a model), not installed in the tests",
-    # issue 18 left these to the owners of importers.py (the write engine's work) and of at_events
-    "tempomem.importers": "reads other systems' export files",
-    "tempomem.importers.graphiti": "reads a Graphiti export file",
-    "tempomem.importers.mem0": "reads a mem0 history database",
-    "tempomem.importers.sqlite4ts": "reads a four-timestamp SQLite file",
-    "tempomem.importers.generic": "reads a CSV file",
+    # issue 18 left this one to the owner of at_events
     "tempomem.probes.at_events": "uses an events frame it does not make",
 }
 
