@@ -600,14 +600,22 @@ CREATE OR REPLACE MACRO tm_bin_count(from_at, to_at, every) AS (
 -- making them). One row per bin and per believed fact whose valid interval overlaps the bin.
 --
 -- A fact's bins are consecutive, from the bin holding its first instant in the window to the
--- bin holding its last, so each fact is expanded into the run of bin numbers it spans and
--- joined to the bins on that number: the work is the rows returned, however many bins there
--- are (an interval join of facts and bins compares each fact with most bins). The numbers come
--- from dividing by the mean length M of the window's unclipped bins. With fixed-length bins
--- that is exact; calendar months vary, and if D is the furthest any bound lies from where
--- equal bins would put it, a division can be off by at most ceil(D / M) bins (P below; 1 for
--- months, whose bounds stray about three days), so the run is widened by P on each side and the
--- overlap test keeps the true pairs. All in integer microseconds, so P is 0 for fixed bins.
+-- bin holding its last, so each fact is expanded into the run of bin numbers it spans: the work
+-- is the rows returned, however many bins there are (an interval join of facts and bins
+-- compares each fact with most bins). The numbers come from dividing by the mean length M of
+-- the window's unclipped bins, all in integer microseconds. If D is the furthest any bound lies
+-- from where equal bins would put it, a division can be off by at most P = ceil(D / M) bins.
+--
+-- Fixed-length bins (P = 0: any step without months, in a UTC session) are both the common case
+-- and the costly one (a year of days over every key is 65 rows per fact), so their rows are made
+-- with nothing looked up and nothing tested per row: bin k is [W + k·M, min(W + (k+1)·M, H)) for
+-- the window [W, H), and only the first and last bins of a fact can be partly covered, so those
+-- rows are made from the fact itself and the bins between them are a bare run of numbers with
+-- coverage 1. (At 10M revisions a join of every row to its bin, or a CASE on every row, cost 2-3
+-- times all the rest.) Other steps take the general path: calendar months (P = 1, their bounds
+-- stray about three days) and days across a daylight-saving change in a session that is not UTC.
+-- There each fact's run is widened by P on each side and joined to the bins on the bin number,
+-- and the overlap test keeps the true pairs.
 --
 -- A bad window raises an error here (SQL callers get one too); tempomem's Python checks the same
 -- first and raises TempomemError naming the argument.
@@ -649,22 +657,53 @@ clipped AS (            -- each believed fact overlapping the window, cut to it 
     SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
            greatest(coalesce(epoch_us(f.valid_from), s.lo_us), s.lo_us) AS lo_us,
            least(coalesce(epoch_us(f.valid_to), s.hi_us), s.hi_us) AS hi_us,
-           s.lo_us AS window_us, s.mean_us, s.pad
+           s.lo_us AS window_us, s.hi_us AS window_end, s.mean_us, s.pad
     FROM tm_believed(believed_at) AS f, stray AS s
     WHERE NOT tm_is_empty(f.valid_from, f.valid_to)
       AND (f.valid_from IS NULL OR epoch_us(f.valid_from) < s.hi_us)
       AND (f.valid_to IS NULL OR epoch_us(f.valid_to) > s.lo_us)
 ),
-spans AS (              -- the run of bin numbers each fact may overlap
+ends AS (               -- fixed-length bins: the bins of each fact's first and last instant
+    SELECT c.*, (c.lo_us - c.window_us) // c.mean_us AS first_bin,
+           (c.hi_us - 1 - c.window_us) // c.mean_us AS last_bin
+    FROM clipped AS c
+    WHERE c.pad = 0
+),
+edges AS (              -- ... as rows: the first bin, and the last if it is another one, with their bounds
+    SELECT d.*, d.window_us + d.bin * d.mean_us AS from_us,
+           least(d.window_us + (d.bin + 1) * d.mean_us, d.window_end) AS to_us
+    FROM (SELECT e.*, e.first_bin AS bin FROM ends AS e
+          UNION ALL
+          SELECT e.*, e.last_bin AS bin FROM ends AS e WHERE e.last_bin > e.first_bin) AS d
+),
+inner_bins AS (         -- ... and the bins strictly between them, each wholly covered
+    SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object, e.window_us, e.mean_us,
+           unnest(range(e.first_bin + 1, e.last_bin)) AS bin
+    FROM ends AS e
+    WHERE e.last_bin > e.first_bin + 1
+),
+spans AS (              -- other bins: the run of bin numbers each fact may overlap
     SELECT c.fact_id, c.scope, c.subject, c.predicate, c.object, c.lo_us, c.hi_us,
            unnest(range((c.lo_us - c.window_us) // c.mean_us - c.pad,
                         (c.hi_us - 1 - c.window_us) // c.mean_us + c.pad + 1)) AS bin
     FROM clipped AS c
+    WHERE c.pad > 0
 )
+SELECT make_timestamptz(x.from_us) AS bin_from, make_timestamptz(x.to_us) AS bin_to,
+       x.fact_id, x.scope, x.subject, x.predicate, x.object,
+       CAST(least(x.hi_us, x.to_us) - greatest(x.lo_us, x.from_us) AS DOUBLE)
+           / CAST(x.to_us - x.from_us AS DOUBLE) AS coverage
+FROM edges AS x
+UNION ALL
+-- an inner bin ends where the next bin, at most the last one, starts: before H, so unclipped
+SELECT make_timestamptz(x.window_us + x.bin * x.mean_us), make_timestamptz(x.window_us + (x.bin + 1) * x.mean_us),
+       x.fact_id, x.scope, x.subject, x.predicate, x.object, CAST(1 AS DOUBLE)
+FROM inner_bins AS x
+UNION ALL
 SELECT b.bin_from, b.bin_to, x.fact_id, x.scope, x.subject, x.predicate, x.object,
        CASE WHEN x.lo_us <= b.from_us AND b.to_us <= x.hi_us THEN 1.0      -- the whole bin
             ELSE CAST(least(x.hi_us, b.to_us) - greatest(x.lo_us, b.from_us) AS DOUBLE)
-                 / CAST(b.to_us - b.from_us AS DOUBLE) END AS coverage
+                 / CAST(b.to_us - b.from_us AS DOUBLE) END
 FROM spans AS x
 JOIN bins AS b ON b.bin = x.bin
 WHERE b.from_us < x.hi_us AND x.lo_us < b.to_us;
