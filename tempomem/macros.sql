@@ -600,14 +600,23 @@ CREATE OR REPLACE MACRO tm_bin_count(from_at, to_at, every) AS (
 -- making them). One row per bin and per believed fact whose valid interval overlaps the bin.
 --
 -- A fact's bins are consecutive, from the bin holding its first instant in the window to the
--- bin holding its last, so each fact is expanded into the run of bin numbers it spans and
--- joined to the bins on that number: the work is the rows returned, however many bins there
--- are (an interval join of facts and bins compares each fact with most bins). The numbers come
--- from dividing by the mean length M of the window's unclipped bins. With fixed-length bins
--- that is exact; calendar months vary, and if D is the furthest any bound lies from where
--- equal bins would put it, a division can be off by at most ceil(D / M) bins (P below; 1 for
--- months, whose bounds stray about three days), so the run is widened by P on each side and the
--- overlap test keeps the true pairs. All in integer microseconds, so P is 0 for fixed bins.
+-- bin holding its last, so each fact is expanded into the run of bin numbers it spans: the work
+-- is the rows returned, however many bins there are (an interval join of facts and bins
+-- compares each fact with most bins). The numbers come from dividing by the mean length M of
+-- the window's unclipped bins, all in integer microseconds. If D is the furthest any bound lies
+-- from where equal bins would put it, a division can be off by at most P = ceil(D / M) bins.
+--
+-- Fixed-length bins (P = 0: any step without months, in a UTC session) are both the common case
+-- and the costly one (a year of days over every key is 65 rows per fact), so their rows are made
+-- with nothing looked up and nothing tested per row: bin k is [W + k·M, min(W + (k+1)·M, H)) for
+-- the window [W, H), and only the first and last bins of a fact can be partly covered, so those
+-- rows are made from the fact itself and the bins between them are a bare run of numbers with
+-- coverage 1. (At 10M revisions the same rows took 3.7 times the CPU with a join of every row to
+-- its bin, and 1.8 times with a CASE on every row.) Other steps take the general path: calendar
+-- months (P = 1, their bounds stray about three days) and days across a daylight-saving change
+-- in a session that is not UTC.
+-- There each fact's run is widened by P on each side and joined to the bins on the bin number,
+-- and the overlap test keeps the true pairs.
 --
 -- A bad window raises an error here (SQL callers get one too); tempomem's Python checks the same
 -- first and raises TempomemError naming the argument.
@@ -649,22 +658,53 @@ clipped AS (            -- each believed fact overlapping the window, cut to it 
     SELECT f.fact_id, f.scope, f.subject, f.predicate, f.object,
            greatest(coalesce(epoch_us(f.valid_from), s.lo_us), s.lo_us) AS lo_us,
            least(coalesce(epoch_us(f.valid_to), s.hi_us), s.hi_us) AS hi_us,
-           s.lo_us AS window_us, s.mean_us, s.pad
+           s.lo_us AS window_us, s.hi_us AS window_end, s.mean_us, s.pad
     FROM tm_believed(believed_at) AS f, stray AS s
     WHERE NOT tm_is_empty(f.valid_from, f.valid_to)
       AND (f.valid_from IS NULL OR epoch_us(f.valid_from) < s.hi_us)
       AND (f.valid_to IS NULL OR epoch_us(f.valid_to) > s.lo_us)
 ),
-spans AS (              -- the run of bin numbers each fact may overlap
+ends AS (               -- fixed-length bins: the bins of each fact's first and last instant
+    SELECT c.*, (c.lo_us - c.window_us) // c.mean_us AS first_bin,
+           (c.hi_us - 1 - c.window_us) // c.mean_us AS last_bin
+    FROM clipped AS c
+    WHERE c.pad = 0
+),
+edges AS (              -- ... as rows: the first bin, and the last if it is another one, with their bounds
+    SELECT d.*, d.window_us + d.bin * d.mean_us AS from_us,
+           least(d.window_us + (d.bin + 1) * d.mean_us, d.window_end) AS to_us
+    FROM (SELECT e.*, e.first_bin AS bin FROM ends AS e
+          UNION ALL
+          SELECT e.*, e.last_bin AS bin FROM ends AS e WHERE e.last_bin > e.first_bin) AS d
+),
+inner_bins AS (         -- ... and the bins strictly between them, each wholly covered
+    SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object, e.window_us, e.mean_us,
+           unnest(range(e.first_bin + 1, e.last_bin)) AS bin
+    FROM ends AS e
+    WHERE e.last_bin > e.first_bin + 1
+),
+spans AS (              -- other bins: the run of bin numbers each fact may overlap
     SELECT c.fact_id, c.scope, c.subject, c.predicate, c.object, c.lo_us, c.hi_us,
            unnest(range((c.lo_us - c.window_us) // c.mean_us - c.pad,
                         (c.hi_us - 1 - c.window_us) // c.mean_us + c.pad + 1)) AS bin
     FROM clipped AS c
+    WHERE c.pad > 0
 )
+SELECT make_timestamptz(x.from_us) AS bin_from, make_timestamptz(x.to_us) AS bin_to,
+       x.fact_id, x.scope, x.subject, x.predicate, x.object,
+       CAST(least(x.hi_us, x.to_us) - greatest(x.lo_us, x.from_us) AS DOUBLE)
+           / CAST(x.to_us - x.from_us AS DOUBLE) AS coverage
+FROM edges AS x
+UNION ALL
+-- an inner bin ends where the next bin, at most the last one, starts: before H, so unclipped
+SELECT make_timestamptz(x.window_us + x.bin * x.mean_us), make_timestamptz(x.window_us + (x.bin + 1) * x.mean_us),
+       x.fact_id, x.scope, x.subject, x.predicate, x.object, CAST(1 AS DOUBLE)
+FROM inner_bins AS x
+UNION ALL
 SELECT b.bin_from, b.bin_to, x.fact_id, x.scope, x.subject, x.predicate, x.object,
        CASE WHEN x.lo_us <= b.from_us AND b.to_us <= x.hi_us THEN 1.0      -- the whole bin
             ELSE CAST(least(x.hi_us, b.to_us) - greatest(x.lo_us, b.from_us) AS DOUBLE)
-                 / CAST(b.to_us - b.from_us AS DOUBLE) END AS coverage
+                 / CAST(b.to_us - b.from_us AS DOUBLE) END
 FROM spans AS x
 JOIN bins AS b ON b.bin = x.bin
 WHERE b.from_us < x.hi_us AND x.lo_us < b.to_us;
@@ -678,6 +718,17 @@ CREATE OR REPLACE MACRO sequenced(from_at, to_at, every, believed_at := NULL) AS
 SELECT s.* FROM tm_sequenced(from_at, to_at, every, believed_at := believed_at) AS s
 ORDER BY s.bin_from, s.scope, s.subject, s.predicate, s.object, s.fact_id;
 
+-- coalesced's input: the facts believed at `believed_at` with a non-empty valid interval, and
+-- `value_hash`, a hash of their value (scope, subject, predicate, object). Equal values have
+-- equal hashes; two values may share one too, which costs time, never an answer (below). A
+-- table macro, not a CTE of coalesced: DuckDB writes a CTE that is read three times into one
+-- buffer before reading it, where each call of a macro is a scan of its own, in parallel (at 10M
+-- revisions the query took twice as long with the CTE, for the same CPU).
+CREATE OR REPLACE MACRO tm_coalesce_input(believed_at) AS TABLE
+SELECT f.*, hash(f.scope, f.subject, f.predicate, f.object) AS value_hash
+FROM tm_believed(believed_at) AS f
+WHERE NOT tm_is_empty(f.valid_from, f.valid_to);
+
 -- coalesced(believed_at := NULL) (SPEC §12): the believed facts with the valid intervals of one
 -- value, (scope, subject, predicate, object), that overlap or meet merged into maximal periods
 -- (Teradata's NORMALIZE ON MEETS OR OVERLAPS), never across a gap. `facts` counts the merged
@@ -686,32 +737,27 @@ ORDER BY s.bin_from, s.scope, s.subject, s.predicate, s.object, s.fact_id;
 --
 -- A value held by one fact is one period as it is, and that is nearly every value: the write
 -- path merges a repeated assertion that overlaps the fact it repeats, so only values that ended
--- and became true again, or backfilled duplicates, have several facts. Values are counted with
--- one aggregate, and only the facts of values held by several go through gaps and islands,
--- whose windows sort each value's facts (at 10M revisions, windows over every fact cost twice
--- the rest of the query).
+-- and became true again, or backfilled duplicates, have several facts. So the facts are counted
+-- per value hash, a single integer (grouping by the four strings, keeping min(fact_id) and the
+-- bounds of each group, made the whole query take a third more CPU), and a fact whose hash no
+-- other fact has is a period by itself. The facts of shared hashes, which include every value
+-- of several facts (and now and then two values of one fact each that hash alike), go through
+-- gaps and islands by their value itself; their windows sort each value's facts, which for
+-- every fact would cost twice the rest of the query.
 -- Gaps and islands: in start order, a fact opens a new period unless an earlier fact of the
 -- same value reaches its start (ends at or after it, or never ends; an unknown start is
 -- reached by any earlier fact, since those start at minus infinity too). `reach` looks at
 -- every earlier fact, not just the previous one, which may lie inside a longer one and end
 -- sooner. The running count of openings numbers the periods.
 CREATE OR REPLACE MACRO coalesced(believed_at := NULL) AS TABLE
-WITH believed AS (
-    SELECT f.* FROM tm_believed(believed_at) AS f WHERE NOT tm_is_empty(f.valid_from, f.valid_to)
+WITH shared AS (        -- the value hashes of more than one fact
+    SELECT b.value_hash FROM tm_coalesce_input(believed_at) AS b
+    GROUP BY b.value_hash
+    HAVING count(*) > 1
 ),
-held AS (               -- per value: its facts, and its period if it has only one
-    SELECT b.scope, b.subject, b.predicate, b.object, count(*) AS facts,
-           CASE WHEN bool_or(b.valid_from IS NULL) THEN NULL ELSE min(b.valid_from) END AS valid_from,
-           CASE WHEN bool_or(b.valid_to IS NULL) THEN NULL ELSE max(b.valid_to) END AS valid_to,
-           min(b.fact_id) AS fact_id
-    FROM believed AS b
-    GROUP BY b.scope, b.subject, b.predicate, b.object
-),
-several AS (            -- the facts of the values held by more than one
-    SELECT b.* FROM believed AS b
-    JOIN held AS h ON h.scope = b.scope AND h.subject = b.subject AND h.predicate = b.predicate
-                  AND h.object = b.object
-    WHERE h.facts > 1
+several AS (            -- their facts
+    SELECT b.* FROM tm_coalesce_input(believed_at) AS b
+    WHERE b.value_hash IN (SELECT s.value_hash FROM shared AS s)
 ),
 reached AS (
     SELECT s.*,
@@ -733,9 +779,10 @@ numbered AS (
     FROM reached AS r
 ),
 periods AS (
-    SELECT h.scope, h.subject, h.predicate, h.object, h.valid_from, h.valid_to, h.facts, [h.fact_id] AS fact_ids
-    FROM held AS h
-    WHERE h.facts = 1
+    SELECT b.scope, b.subject, b.predicate, b.object, b.valid_from, b.valid_to, CAST(1 AS BIGINT) AS facts,
+           [b.fact_id] AS fact_ids
+    FROM tm_coalesce_input(believed_at) AS b
+    WHERE b.value_hash NOT IN (SELECT s.value_hash FROM shared AS s)
     UNION ALL
     SELECT n.scope, n.subject, n.predicate, n.object,
            CASE WHEN bool_or(n.valid_from IS NULL) THEN NULL ELSE min(n.valid_from) END,

@@ -87,6 +87,52 @@ def test_month_bins_add_each_bound_to_from_at(mem):
                    (2, t("2024-03-31"), t("2024-04-30")), (3, t("2024-04-30"), t("2024-05-01"))]
 
 
+def test_fixed_bins_cover_a_fact_partly_at_its_ends_and_wholly_between(mem):
+    """Fixed-length bins: only a fact's first and last bins can be partly covered; the bins between
+    are whole. 4-hour bins of [00:00, 10:00): [0, 4), [4, 8), [8, 10) (clipped at to_at)."""
+    load(mem, [
+        f("a", "A", "2024-01-01T01:00Z", "2024-01-01T09:00Z"),     # three bins: 3/4, whole, 1/2
+        f("b", "B", "2024-01-01T02:00Z"),                            # still true: 1/2, whole, the clipped bin wholly
+        f("c", "C", "2024-01-01T04:00Z", "2024-01-01T08:00Z"),     # exactly the second bin, ending on its end
+        f("d", "D", "2024-01-01T05:00Z", "2024-01-01T05:00:00.000001Z"),  # one microsecond
+        {"fact_id": "e", "object": "E", "valid_to": "2024-01-01T04:00Z", "recorded_at": "2024-01-01"},
+        f("g", "G", "2024-01-01T05:00Z", "2024-01-01T13:00Z"),     # runs past to_at
+    ])
+    got = mem.sequenced("2024-01-01", "2024-01-01T10:00Z", "4h")
+    b0, b1, b2, end = t("2024-01-01"), t("2024-01-01T04:00Z"), t("2024-01-01T08:00Z"), t("2024-01-01T10:00Z")
+    assert rows(got, SEQ) == [
+        (b0, b1, "a", "A", 0.75), (b0, b1, "b", "B", 0.5), (b0, b1, "e", "E", 1.0),
+        (b1, b2, "a", "A", 1.0), (b1, b2, "b", "B", 1.0), (b1, b2, "c", "C", 1.0),
+        (b1, b2, "d", "D", 1 / 14_400_000_000), (b1, b2, "g", "G", 0.75),
+        (b2, end, "a", "A", 0.5), (b2, end, "b", "B", 1.0), (b2, end, "g", "G", 1.0),
+    ]
+
+
+def test_days_across_a_daylight_saving_change_take_the_general_path(mem):
+    """In a session that is not UTC a day can be 23 hours: the bins are then not of one length, and
+    tm_sequenced joins each fact to its bins (Paris, 2024-03-31: clocks go from 02:00 to 03:00)."""
+    load(mem, [f("a", "A", "2024-03-31T10:00Z"), f("b", "B", "2024-03-30T11:00Z", "2024-04-01T10:00Z")])
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'Europe/Paris'")
+    con.register("revisions_arrow", mem.connect().sql("SELECT * FROM revisions").to_arrow_table())
+    con.execute("CREATE TABLE revisions AS SELECT * FROM revisions_arrow")
+    con.execute("CREATE VIEW facts AS SELECT * EXCLUDE (revision, believed_until) FROM revisions")
+    con.execute(sql_file("macros.sql"))
+    got = con.sql("""SELECT epoch_us(bin_from), epoch_us(bin_to), fact_id, coverage
+                     FROM sequenced(TIMESTAMPTZ '2024-03-30 00:00:00+01', TIMESTAMPTZ '2024-04-02 00:00:00+02',
+                                    INTERVAL 1 DAY)""").fetchall()
+    us = {k: int(t(v).timestamp()) * 1_000_000 for k, v in
+          [("30", "2024-03-29T23:00Z"), ("31", "2024-03-30T23:00Z"), ("01", "2024-03-31T22:00Z"),
+           ("02", "2024-04-01T22:00Z")]}
+    assert got == [
+        (us["30"], us["31"], "b", 0.5),
+        (us["31"], us["01"], "a", 12 / 23),      # 12:00 to midnight of a 23-hour day
+        (us["31"], us["01"], "b", 1.0),
+        (us["01"], us["02"], "a", 1.0),
+        (us["01"], us["02"], "b", 0.5),
+    ]
+
+
 def test_open_and_unknown_bounds_are_the_infinities(mem):
     load(mem, [
         {"fact_id": "early", "object": "E", "valid_to": "2024-01-02T12:00Z", "recorded_at": "2024-01-01"},
@@ -240,6 +286,26 @@ def test_coalesced_fact_ids_by_start_unknown_first_then_id_and_open_ends(mem):
     assert rows(mem.coalesced(subject="svc", predicate="type", scope="default"), ["facts"]) == [(5,)]
 
 
+def test_values_whose_hashes_collide_are_still_coalesced_apart(mem):
+    """coalesced takes a fact whose value hash no other fact has as a period by itself; facts of a
+    shared hash go through gaps and islands by their value. With every hash made equal, the
+    answer is the same."""
+    load(mem, [f("a1", "A", "2024-01-01", "2024-01-03"), f("a2", "A", "2024-01-03", "2024-01-04"),
+               f("b", "B", "2024-01-02", "2024-01-05"), f("c1", "C", "2024-01-01", "2024-01-02"),
+               f("c2", "C", "2024-01-03"), f("d", "D", None, "2024-01-02")])
+    expected = [("svc", "D", None, t("2024-01-02"), 1, ["d"]),
+                ("svc", "A", t("2024-01-01"), t("2024-01-04"), 2, ["a1", "a2"]),
+                ("svc", "C", t("2024-01-01"), t("2024-01-02"), 1, ["c1"]),
+                ("svc", "B", t("2024-01-02"), t("2024-01-05"), 1, ["b"]),
+                ("svc", "C", t("2024-01-03"), None, 1, ["c2"])]
+    assert rows(mem.coalesced(), CO) == expected
+    con = mem.connect()
+    con.execute("""CREATE OR REPLACE MACRO tm_coalesce_input(believed_at) AS TABLE
+                   SELECT f.*, 42 AS value_hash FROM tm_believed(believed_at) AS f
+                   WHERE NOT tm_is_empty(f.valid_from, f.valid_to)""")
+    assert rows(con.sql("SELECT * FROM coalesced()").pl(), CO) == expected
+
+
 # -- bad input ---------------------------------------------------------------------------------------
 
 
@@ -327,18 +393,24 @@ def test_macros_load_into_a_plain_duckdb_session(mem):
 
 def test_the_run_of_bins_found_by_division_is_never_short(mem):
     """tm_sequenced finds each fact's bins by dividing by the mean bin length; against the plain
-    interval join of the facts and tm_bins, for bins of months (uneven) and of odd fixed lengths."""
+    interval join of the facts and tm_bins, for bins of months (uneven) and of odd fixed lengths
+    (whose rows, made from bin numbers alone, have the same bounds and coverage to the bit)."""
     starts = ["2023-11-30T07:00Z", "2024-01-31", "2024-02-29T23:59:59Z", "2024-03-31T00:00:00.000001Z",
               "2024-12-31", "2025-02-28T12:00Z", None]
     ends = ["2024-01-01", "2024-02-29", "2024-03-31T00:00:01Z", "2024-07-15", "2025-03-01", None]
     load(mem, [{"fact_id": f"f{i}-{j}", "object": "A", "valid_from": s, "valid_to": e, "recorded_at": "2024-01-01"}
                for i, s in enumerate(starts) for j, e in enumerate(ends)])
     plain = """
-        SELECT b.bin_from, f.fact_id FROM tm_bins($f, $t, CAST($e AS INTERVAL)) AS b, tm_believed(NULL) AS f
+        SELECT b.bin_from, b.bin_to, f.fact_id,
+               CAST(epoch_us(least(coalesce(f.valid_to, b.bin_to), b.bin_to))
+                    - epoch_us(greatest(coalesce(f.valid_from, b.bin_from), b.bin_from)) AS DOUBLE)
+               / CAST(epoch_us(b.bin_to) - epoch_us(b.bin_from) AS DOUBLE)
+        FROM tm_bins($f, $t, CAST($e AS INTERVAL)) AS b, tm_believed(NULL) AS f
         WHERE tm_overlaps(f.valid_from, f.valid_to, b.bin_from, b.bin_to) ORDER BY ALL"""
-    fast = "SELECT bin_from, fact_id FROM tm_sequenced($f, $t, CAST($e AS INTERVAL)) ORDER BY ALL"
+    fast = "SELECT bin_from, bin_to, fact_id, coverage FROM tm_sequenced($f, $t, CAST($e AS INTERVAL)) ORDER BY ALL"
     for lo, hi, every in [("2024-01-31", "2025-04-01", "1 month"), ("2023-12-15", "2026-01-01", "3 months 1 day"),
-                          ("2024-01-01T03:00Z", "2024-09-01", "7 days 5 hours"), ("2024-02-10", "2024-04-01", "1 day")]:
+                          ("2024-01-01T03:00Z", "2024-09-01", "7 days 5 hours"), ("2024-02-10", "2024-04-01", "1 day"),
+                          ("2024-02-29T23:59:59.5Z", "2024-03-31T00:00:00.7Z", "1 hour 1 second")]:
         params = {"f": t(lo), "t": t(hi), "e": every}
         expected = mem.sql(plain, params).fetchall()
         assert expected, every

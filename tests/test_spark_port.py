@@ -33,8 +33,8 @@ SPEC_13 = {"facts", "revisions", "tm_contains", "tm_overlaps", "tm_allen", "tm_i
 
 # DuckDB spellings that Spark would refuse or read differently
 _DUCKDB_ONLY = re.compile(r"\bEXCLUDE\b|\bREPLACE\s*\(|BY NAME|\bCOLUMNS\s*\(|query_table|:=|\bLENGTH\(|"
-                          r"\bEPOCH(_US)?\(|UNIX_TIMESTAMP|QUANTILE|\bERROR\(|\$\w|CAST\([^()]* AS INTERVAL\)",
-                          re.I)
+                          r"\bEPOCH(_US)?\(|UNIX_TIMESTAMP|QUANTILE|\bERROR\(|\$\w|CAST\([^()]* AS INTERVAL\)|"
+                          r"MAKE_TIMESTAMPTZ", re.I)
 
 
 def _creates(file: str) -> int:
@@ -99,6 +99,8 @@ def test_rewrites_by_example() -> None:
     # error, epoch
     seq = _spark("tm_sequenced")
     assert "RAISE_ERROR('sequenced: from_at must be before to_at')" in seq and "UNIX_MICROS(t.bin_from)" in seq
+    # timestamp_micros: the fixed-length bins' bounds, made from integer micros
+    assert "TIMESTAMP_MICROS(x.from_us) AS bin_from" in seq
 
 
 def test_analytics_port() -> None:

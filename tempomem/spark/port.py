@@ -315,6 +315,8 @@ def _syntax(node: exp.Expression) -> exp.Expression:
         return _fn("size", node.this)
     if isinstance(node, exp.Anonymous) and node.name.lower() == "epoch_us":
         return _fn("unix_micros", *node.expressions)
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "make_timestamptz" and len(node.expressions) == 1:
+        return _fn("timestamp_micros", *node.expressions)
     if isinstance(node, exp.TimeToUnix):
         arg = node.this
         if (isinstance(arg, exp.Cast) and arg.to.is_type("interval")) or (isinstance(arg, exp.Column) and \
@@ -354,6 +356,7 @@ REWRITES: dict[str, Callable[..., exp.Expression]] = {
     "parameter_names": lambda tree, params, sigs: _parameter_names(tree, params),
     "list_length": lambda tree, params, sigs: tree,           # the rest: _syntax, in one pass
     "epoch": lambda tree, params, sigs: tree,
+    "timestamp_micros": lambda tree, params, sigs: tree,
     "interval_cast": lambda tree, params, sigs: tree,
     "error": lambda tree, params, sigs: tree,
     "quantile_disc": lambda tree, params, sigs: tree,

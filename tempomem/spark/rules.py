@@ -92,6 +92,9 @@ REWRITES: tuple[tuple[str, str], ...] = (
     ("epoch",
      "epoch_us() is unix_micros(); epoch() of a timestamp is unix_micros()/1e6 (sqlglot writes "
      "UNIX_TIMESTAMP, whole seconds) and of a day-time interval its micros from the epoch / 1e6"),
+    ("timestamp_micros",
+     "DuckDB's make_timestamptz(us) (an instant from integer micros, with no time-zone arithmetic) is "
+     "Spark's timestamp_micros(us); sqlglot would keep the DuckDB name"),
     ("interval_cast",
      "CAST(x AS INTERVAL) would make a legacy calendar interval; the Spark parameter is already a "
      "day-time interval, so the cast goes"),
