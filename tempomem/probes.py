@@ -109,7 +109,12 @@ def at_events(mem: Memory, events: Any, *, at: str = "at", subject: str = "subje
     the column, is in scope ``default``). Raises :class:`TempomemError` naming a missing
     column, an unreadable instant, or a column the result would add.
 
-    >>> tm.probes.at_events(mem, alerts, at="fired_at", subject="service")  # doctest: +SKIP
+    >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2026-03-01")
+    >>> alerts = [{"service": "checkout-api", "predicate": "region", "fired_at": t}
+    ...           for t in ("2026-03-10", "2026-03-21")]
+    >>> tm.probes.at_events(mem, alerts, at="fired_at", subject="service").select(
+    ...     "fired_at", "as_of_object", "as_believed_object", "diverged").rows()
+    [('2026-03-10', 'eu-west-1', None, True), ('2026-03-21', 'eu-west-1', 'eu-west-1', False)]
     """
     names = {"at": at, "subject": subject, "predicate": predicate}
     if len(set(names.values())) < len(names):

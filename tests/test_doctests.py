@@ -26,8 +26,6 @@ NOW = to_utc("2026-03-20T00:00:00Z")
 #: The docstrings whose examples are skipped, and why; any other ``+SKIP`` fails the test.
 UNRUN = {
     "tempomem.embed.SentenceTransformerEmbedder": "needs the embeddings extra (a model), not installed in the tests",
-    # issue 18 left this one to the owner of at_events
-    "tempomem.probes.at_events": "uses an events frame it does not make",
 }
 
 
