@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from .connection import new_connection
+from .connection import new_connection, without_progress_bar
 from .errors import TempomemError
 from .timegrammar import time_sql
 
@@ -76,6 +76,7 @@ def _sqlite_table(path: str | os.PathLike[str], table: str) -> pa.Table:
 def _map(table: pa.Table, sql: str) -> pa.Table:
     """Run a mapping statement over the source registered as ``src``."""
     con = new_connection()
+    without_progress_bar(con)  # a long mapping would draw DuckDB's bar into the caller's output
     try:
         con.register("src", table)
         return con.sql(sql).to_arrow_table()
