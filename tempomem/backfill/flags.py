@@ -56,13 +56,14 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
         # a large load within memory (one part up to _OVERLAP_ROWS candidate rows).
         rows = con.sql("SELECT count(*) FROM _bf_candidate_rows").fetchall()[0][0]
         parts = max(1, -(-rows // _OVERLAP_ROWS))
-        found = [con.sql(_OVERLAP_SQL, params={"parts": parts, "part": part}).fetchall()[0] for part in range(parts)]
+        per_part = [con.sql(_OVERLAP_SQL, params={"parts": parts, "part": part}).fetchall()[0]
+                    for part in range(parts)]
     finally:
         con.execute("DROP TABLE IF EXISTS _bf_candidate_rows")
-    n = sum(count for count, _ in found)
+    n = sum(count for count, _ in per_part)
     if not n:
         return flags
-    example = min(row for count, row in found if count)
+    example = min(row for count, row in per_part if count)
     found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},
                          schema=FLAGS_SCHEMA)
     return pl.concat([flags, found]).sort("flag")
@@ -125,13 +126,15 @@ _OVERLAP_ROWS = 1_000_000
 # adjacent sorted rows) or, when nothing is written, _ALL_CHANGING_KEYS.
 _CANDIDATES_SQL = """
 CREATE OR REPLACE TEMP TABLE _bf_candidate_rows AS
-SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
-       coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
-       tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
-       r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
-FROM _bf_rows r
-WHERE hash(coalesce(r.scope, 'default'), r.subject, r.predicate) IN (SELECT k.kh FROM ({keys}) k)
-  AND NOT list_contains($multi, r.predicate)
+SELECT * FROM (
+    SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
+           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
+           tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
+           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
+    FROM _bf_rows r
+    WHERE NOT list_contains($multi, r.predicate)
+) AS c
+WHERE c.kh IN (SELECT k.kh FROM ({keys}) k)
 """
 # One part of the keys ($part of $parts, by key hash): the rows whose value overlaps another
 # fact's value of the same key in both valid and belief time.
