@@ -64,9 +64,13 @@ def assert_set_based(engine: Engine, assertions: pa.Table) -> list[Fact]:
         rounds.load_stored(con)
         rules, default_policy = engine.rules()
         applied = rounds.apply(con, rules, default_policy, ingested_at=system_clock())
-        stored = con.sql("SELECT * FROM _tm_stored").to_arrow_table()
+        # Only the stored facts an assertion landed on: a key's other facts are not returned.
+        con.register("_tm_landed_in", applied.landed)
+        stored = con.sql("SELECT s.* FROM _tm_stored AS s SEMI JOIN _tm_landed_in AS l ON l.fact_id = s.fact_id"
+                         ).to_arrow_table()
     finally:
         con.unregister("_tm_ops_in")
+        con.unregister("_tm_landed_in")
         rounds.drop_stored(con)
     if applied.refused.num_rows:
         _raise_refused(applied.refused, ops)
@@ -91,10 +95,11 @@ def _landed_facts(applied: rounds.Applied, stored: pa.Table) -> list[Fact]:
     """Each assertion's fact as it now stands: its newest row written, else as stored."""
     written = pl.from_arrow(applied.rows)
     before = pl.from_arrow(stored.cast(EVENT_SCHEMA))
-    assert isinstance(written, pl.DataFrame) and isinstance(before, pl.DataFrame)
-    latest = (pl.concat([before, written]).sort("revision").group_by("fact_id").last()
-              .with_columns(recorded_at=pl.col("first_recorded_at")))
     landed = pl.from_arrow(applied.landed)
+    assert isinstance(written, pl.DataFrame) and isinstance(before, pl.DataFrame)
     assert isinstance(landed, pl.DataFrame)
-    facts = landed.join(latest, on="fact_id", how="left").sort("op")
+    newest = written.filter(pl.col("revision") == pl.col("revision").max().over("fact_id"))
+    latest = pl.concat([newest, before.join(newest, on="fact_id", how="anti")])
+    facts = (landed.join(latest, on="fact_id", how="left").sort("op")
+             .with_columns(recorded_at=pl.col("first_recorded_at")))
     return facts_from_table(facts.to_arrow())

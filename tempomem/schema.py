@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 SCHEMA_VERSION = 3
@@ -135,16 +136,22 @@ _FACT_TIME_FIELDS = tuple(f.name for f in FACT_FIELDS if pa.types.is_timestamp(f
 def facts_from_table(table: pa.Table) -> list[Fact]:
     """``Fact.from_row`` of every row of ``table``, converted a column at a time: a batch's
     facts cost what building the objects costs, not a mapping per row."""
+    frame = pl.from_arrow(table.select(list(_FACT_FIELD_NAMES)))
+    assert isinstance(frame, pl.DataFrame)
     columns = []
     for name in _FACT_FIELD_NAMES:
-        column = table.column(name)
+        column = frame.get_column(name)
         if name in _FACT_TIME_FIELDS:
-            naive = column.cast(pa.timestamp("us")).to_pylist()
-            columns.append([None if v is None else v.replace(tzinfo=UTC) for v in naive])
+            # Polars hands out naive datetimes several times faster than Arrow hands out aware
+            # ones, and a batch's times repeat (one commit, one ingestion), so each distinct one
+            # is made aware once
+            aware: dict[datetime, datetime] = {}
+            columns.append([None if v is None else aware.get(v) or aware.setdefault(v, v.replace(tzinfo=UTC))
+                            for v in column.dt.replace_time_zone(None).to_list()])
         elif name == "artifacts":
-            columns.append([tuple(v or ()) for v in column.to_pylist()])
+            columns.append([tuple(v or ()) for v in column.to_list()])
         elif name == "embedding":
-            columns.append([None if v is None else tuple(v) for v in column.to_pylist()])
+            columns.append([None if v is None else tuple(v) for v in column.to_list()])
         else:
-            columns.append(column.to_pylist())
+            columns.append(column.to_list())
     return [Fact(*values) for values in zip(*columns, strict=True)]
