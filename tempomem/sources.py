@@ -216,9 +216,12 @@ SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text
        CAST(NULL AS TIMESTAMPTZ) AS valid_to, CAST(NULL AS VARCHAR) AS reason, ev AS mem0_event, actor_id, role
 FROM opened
 UNION ALL BY NAME
--- the next ADD/UPDATE closes this value where it begins: a supersession, learned then
+-- the next ADD/UPDATE closes this value where it begins: a supersession, learned then (the
+-- time written in full ISO form, which the check reads on its fast path; DuckDB's own text
+-- form, '+00' for the offset, takes the grammar's slow one)
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       start_t AS valid_from, true AS valid_from_inferred, CAST(next_t AS VARCHAR) AS recorded_at,
+       start_t AS valid_from, true AS valid_from_inferred,
+       strftime(next_t, '%Y-%m-%dT%H:%M:%S.%fZ') AS recorded_at,
        next_t AS valid_to, next_id AS superseded_by, 'superseded' AS status,
        'updated in mem0 by event ' || next_id AS reason, ev AS mem0_event, actor_id, role
 FROM opened WHERE next_ev IN ('ADD', 'UPDATE') AND next_t > event_t

@@ -113,18 +113,16 @@ class Loader:
     def _attributes_sql(self, params: dict[str, Any]) -> str | None:
         """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
         extra = [c for c in self.columns if c not in INPUT_COLUMNS]
-        pieces = []
+        # The object's members are written as text, a row's null fields left out: what
+        # json_object then json_merge_patch onto {} make, without parsing every object again.
+        members = []
         for i, name in enumerate(extra):
             params[f"attr{i}"] = name
-            pieces += [f"$attr{i}", quote(name)]
-        # merge_patch onto {} drops the keys whose value is null (a row without that field). It
-        # parses and rewrites the object, so it only runs on rows where some field is null.
+            members.append(f"to_json($attr{i}) || ':' || to_json({quote(name)})")
         extra_json = None
-        if extra:
-            every = " AND ".join(f"{quote(name)} IS NOT NULL" for name in extra)
-            extra_json = (f"CASE WHEN {every} THEN CAST(json_object({', '.join(pieces)}) AS VARCHAR) "
-                          f"ELSE nullif(CAST(json_merge_patch('{{}}', json_object({', '.join(pieces)})) AS VARCHAR), "
-                          "'{}') END")
+        if members:
+            present = f"list_filter([{', '.join(members)}], lambda m: m IS NOT NULL)"
+            extra_json = f"nullif('{{' || array_to_string({present}, ',') || '}}', '{{}}')"
         given = None
         if "attributes" in self.columns:
             t = self.columns["attributes"]
