@@ -43,9 +43,11 @@ def without_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
 _HAS_FRESH_ROWS: dict[str, bool] = {}
 
 
-def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first: bool) -> None:
+def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first: bool, macros: bool = True) -> None:
     """Point ``_tm_events`` at ``files``, and ``_tm_fresh_events`` at those of them holding rows
-    written since the last fold; on the first call also create the views and macros.
+    written since the last fold; on the first call also create the views and, unless
+    ``macros`` is false (a fold needs only the views; the macros take ~170 ms to create), the
+    macros.
 
     ``revisions.sql`` derives belief ends with a window over the fresh rows only; binding it to
     the few files that have any spares every query a scan of the whole table.
@@ -54,7 +56,8 @@ def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first:
     _events(con, _files_with_fresh_rows(con, files)).create_view("_tm_fresh_events", replace=True)
     if first:
         con.execute(sql_file("revisions.sql"))
-        con.execute(sql_file("macros.sql"))
+        if macros:
+            con.execute(sql_file("macros.sql"))
 
 
 def _events(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> duckdb.DuckDBPyRelation:

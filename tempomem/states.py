@@ -117,9 +117,11 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
         hull[2] = None if hull[2] is None or n["valid_to"] is None else max(hull[2], n["valid_to"])
         hull[3].add(n["object"])
     whole = {_key(states[i]) for i in fact_ids if i in states}
-    for key, (no_start, _, _, objects) in hulls.items():
-        if no_start or any(_key(s) == key and s["object"] in objects for s in states.values()):
-            whole.add(key)
+    whole.update(key for key, (no_start, _, _, _) in hulls.items() if no_start)
+    for state in states.values():  # one pass, not one per key of the batch (a group has many)
+        hull = hulls.get(_key(state))
+        if hull is not None and state["object"] in hull[3]:
+            whole.add(_key(state))
     out = []
     for state in states.values():
         key = _key(state)

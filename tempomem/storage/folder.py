@@ -289,7 +289,7 @@ class Storage:
             con.execute("SET memory_limit = $limit", {"limit": FOLD_MEMORY})
             con.execute("SET temp_directory = $dir", {"dir": spill})
             if views:
-                bind_files(con, self.snapshot().files, first=True)
+                bind_files(con, self.snapshot().files, first=True, macros=False)
             try:
                 con.execute(f"COPY ({query} ORDER BY {order}) TO $folder "
                             f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
