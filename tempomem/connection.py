@@ -21,6 +21,11 @@ def sql_parts(name: str) -> dict[str, str]:
     return {pieces[i]: pieces[i + 1].strip("\n") + "\n" for i in range(1, len(pieces), 2)}
 
 
+def quote(name: str) -> str:
+    """A column or table name as a SQL identifier: names are identifiers, never values."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def new_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection that speaks UTC."""
     con = duckdb.connect()

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from .connection import quote
 from .errors import TempomemError, TimeParseError
 from .frames import as_arrow
 from .timegrammar import reason_sql, time_sql
@@ -56,18 +57,18 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     select = [f"{ROW}"]
     for column in required:
         if column in times:
-            select.append(f"{time_sql(_quote(column), types[column])} AS {_quote(column)}")
+            select.append(f"{time_sql(quote(column), types[column])} AS {quote(column)}")
         else:
-            select.append(f"CAST({_quote(column)} AS VARCHAR) AS {_quote(column)}")
+            select.append(f"CAST({quote(column)} AS VARCHAR) AS {quote(column)}")
     for column in optional:
-        source = f"CAST({_quote(column)} AS VARCHAR)" if column in types else "CAST(NULL AS VARCHAR)"
-        select.append(f"{source} AS {_quote(column)}")
+        source = f"CAST({quote(column)} AS VARCHAR)" if column in types else "CAST(NULL AS VARCHAR)"
+        select.append(f"{source} AS {quote(column)}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {', '.join(select)} FROM {name}_input")
     for column in times:
-        why = reason_sql(f"i.{_quote(column)}", types[column])
+        why = reason_sql(f"i.{quote(column)}", types[column])
         bad = con.sql(
-            f"SELECT t.{ROW}, CAST(i.{_quote(column)} AS VARCHAR), {why} FROM {name} t "
-            f"JOIN {name}_input i USING ({ROW}) WHERE t.{_quote(column)} IS NULL ORDER BY t.{ROW} LIMIT 1"
+            f"SELECT t.{ROW}, CAST(i.{quote(column)} AS VARCHAR), {why} FROM {name} t "
+            f"JOIN {name}_input i USING ({ROW}) WHERE t.{quote(column)} IS NULL ORDER BY t.{ROW} LIMIT 1"
         ).fetchall()
         if bad:
             row, value, reason = bad[0]
@@ -76,5 +77,3 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     return original
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from .connection import sql_parts
+from .connection import quote, sql_parts
 from .errors import TempomemError
-from .inputs import ROW, _quote, registered
+from .inputs import ROW, registered
 from .queries import frame
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def at_events(mem: Memory, events: Any, *, at: str = "at", subject: str = "subje
     if len(set(names.values())) < len(names):
         raise TempomemError(f"events: at, subject and predicate must name three columns, got {names}")
     with mem.reader.lock, _events_registered(mem, events, names) as (con, original):
-        con.execute(_EVENT_PROBES.format(**{k: _quote(v) for k, v in names.items()}))
+        con.execute(_EVENT_PROBES.format(**{k: quote(v) for k, v in names.items()}))
         try:
             answers = frame(con, _AT_EVENTS)
         finally:

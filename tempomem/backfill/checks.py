@@ -11,11 +11,11 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ..connection import quote
 from ..ids import FACT_ID_MACRO
 from ..schema import LINK_TYPES
 from ..timegrammar import reason_sql, time_sql
 from .columns import BELIEF_STATUSES, INPUT_COLUMNS, NUMBERS, STRINGS, TIMES
-from .source import quote
 
 
 def _blank_sql(col: str) -> str:

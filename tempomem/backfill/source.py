@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ..connection import quote
 from ..errors import TempomemError
 from ..frames import as_arrow
 from .columns import REQUIRED, STORE_MANAGED
@@ -20,11 +21,6 @@ _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "
                ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 #: A strptime format no time text matches: it keeps DuckDB's JSON reader from guessing one.
 _NO_FORMAT = "tempomem: text stays text"
-
-
-def quote(name: str) -> str:
-    """A column name as a SQL identifier (names are identifiers, never values)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def input_files(path: str | os.PathLike[str], format: str | None) -> tuple[list[str], str]:
