@@ -36,7 +36,7 @@ MAX_LINES = 400
 #: keeps the others well under it.
 MAX_SQL_LINES = 800
 #: The SQL of the features, out of their Python (issue 18), one file per concern.
-FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql")
+FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql", "backfill_flags.sql")
 
 
 def _modules() -> dict[str, Path]:
