@@ -36,7 +36,8 @@ MAX_LINES = 400
 #: keeps the others well under it.
 MAX_SQL_LINES = 800
 #: The SQL of the features, out of their Python (issue 18), one file per concern.
-FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql", "backfill_flags.sql")
+FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql", "backfill_flags.sql",
+               "backfill_replay.sql")
 
 
 def _modules() -> dict[str, Path]:

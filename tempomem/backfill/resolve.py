@@ -27,6 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from .. import rounds
+from ..connection import sql_parts
 from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA
 from ..storage import BackgroundWriter, writer
@@ -36,50 +37,7 @@ if TYPE_CHECKING:
 
 #: Operations in one chunk of keys (a key with more is a chunk of its own).
 CHUNK_OPS = 1_000_000
-
-# The log's keys in the store's order, each with the chunk it is applied in: chunks of whole
-# keys, about $chunk operations (rows and their retractions) each.
-_CHUNKS_SQL = """
-CREATE OR REPLACE TEMP TABLE _tm_replay_keys AS
-SELECT scope, subject, predicate,
-       (sum(ops) OVER (ORDER BY scope, subject, predicate ROWS UNBOUNDED PRECEDING) - ops) // $chunk AS chunk
-FROM (SELECT coalesce(scope, 'default') AS scope, subject, predicate, count(*) + count(retracted_at) AS ops
-      FROM _bf_rows GROUP BY ALL)
-"""
-
-# The operations of a replay, in the columns rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with
-# the defaults of writepath.new_assertion for what a row leaves out; `__row` stays for reports,
-# `chunk` says when it is applied.
-_OPS_SQL = """
-CREATE OR REPLACE TEMP TABLE _tm_ops_all AS
-WITH events AS (
-    SELECT r.__row, 0 AS part, r.recorded_at AS commit_time FROM _bf_rows AS r
-    UNION ALL
-    SELECT r.__row, 1 AS part, r.retracted_at AS commit_time FROM _bf_rows AS r WHERE r.retracted_at IS NOT NULL
-),
--- numbered on narrow rows, then joined to the rest: a window sorts every column it carries
-ordered AS (
-    SELECT e.*, row_number() OVER (ORDER BY e.commit_time, e.part, e.__row) AS op FROM events AS e
-)
-SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.commit_time,
-       coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
-       coalesce(r.valid_from_inferred, false) AS valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS reference_time,
-       list_filter(coalesce(r.artifacts, []),
-                   lambda a, i: list_position(coalesce(r.artifacts, []), a) = i) AS artifacts,
-       CASE WHEN o.part = 1 THEN coalesce(r.retraction_reason, r.reason, 'retracted (backfill)')
-            WHEN r.valid_to IS NOT NULL THEN r.reason END AS reason,
-       t.op AS target_op,
-       coalesce(r.text, concat_ws(' ', r.subject, r.predicate, r.object)) AS text,
-       coalesce(r.source, 'user') AS source, coalesce(r.confidence, 0.9) AS confidence,
-       CAST(NULL AS VARCHAR) AS origin, r.attributes, r.embedding,
-       coalesce(r.link_type, 'entity') AS link_type, coalesce(r.weight, 1.0) AS weight, r.__row, y.chunk
-FROM ordered AS o
-JOIN _bf_rows AS r ON r.__row = o.__row
-JOIN _tm_replay_keys AS y
-  ON y.scope = coalesce(r.scope, 'default') AND y.subject = r.subject AND y.predicate = r.predicate
--- a retraction's target is the assertion of its row
-LEFT JOIN ordered AS t ON o.part = 1 AND t.part = 0 AND t.__row = o.__row
-"""
+_SQL = sql_parts("backfill_replay.sql")
 
 
 @dataclass
@@ -107,13 +65,12 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Pat
     refused: list[tuple[Any, ...]] = []
     written, nonce = 0, rounds.new_nonce()  # one id space for the whole log: `op` is global
     try:
-        con.execute(_CHUNKS_SQL, {"chunk": CHUNK_OPS})
-        con.execute(_OPS_SQL)
+        con.execute(_SQL["chunks"], {"chunk": CHUNK_OPS})
+        con.execute(_SQL["ops"])
         chunks = [c for (c,) in con.sql("SELECT DISTINCT chunk FROM _tm_replay_keys ORDER BY chunk").fetchall()]
         with BackgroundWriter(target) as out:
             for chunk in chunks:
-                con.execute("CREATE OR REPLACE TEMP TABLE _tm_ops_in AS "
-                            "SELECT * EXCLUDE (chunk) FROM _tm_ops_all WHERE chunk = $chunk", {"chunk": chunk})
+                con.execute(_SQL["chunk_ops"], {"chunk": chunk})
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
                                        nonce=nonce)
@@ -141,11 +98,7 @@ def _refused_rows(con: duckdb.DuckDBPyConnection, refused: pa.Table) -> list[tup
         return []
     con.register("_tm_refused_ops", refused)
     try:
-        return con.sql("""
-            SELECT o.__row AS "row", o.kind AS op_kind, f.kind, f.fact_id, o.object,
-                   strftime(o.commit_time, '%Y-%m-%dT%H:%M:%S.%f+00:00') AS recorded_at_text,
-                   f.conflict_ids, f.conflict_objects
-            FROM _tm_refused_ops AS f JOIN _tm_ops_in AS o ON o.op = f.op""").fetchall()
+        return con.sql(_SQL["refused_rows"]).fetchall()
     finally:
         con.unregister("_tm_refused_ops")
 
