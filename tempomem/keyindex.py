@@ -154,11 +154,12 @@ class KeyIndex:
         """
         given = {"scope": scope, "subject": subject, "predicate": predicate}
         given = {c: v for c, v in given.items() if v is not None}
-        wanted = _hashes(pa.array([subject], pa.string()))
+        wanted = None
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
         parts = [EVENT_SCHEMA.empty_table()]
         for path, entry in self._entries(files):
             if entry.subjects is not None:
+                wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
                 groups = entry.groups() if _holds(entry.subjects, wanted) else []
             else:
                 may = np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in given.items()])
