@@ -16,7 +16,8 @@ Baselines, measured in the same process:
 - ``count(*)`` of ``as_of``: DuckDB counting the same files with the equivalent plain predicate
   (the latest revisions, not retracted or erased, valid at t).
 Each figure is the median of ``--runs`` (points) or ``--snapshots`` (scans) timed runs after one
-warm-up, with min and max; the 1-minute load is printed before and after each section.
+warm-up, with min and max, and the median CPU time of the process; the load averages are printed
+before and after each section.
 """
 
 from __future__ import annotations
@@ -42,19 +43,23 @@ T_BELIEF = datetime(2026, 3, 20, tzinfo=UTC)
 _VALID = "(valid_from IS NULL OR valid_from <= $t) AND (valid_to IS NULL OR $t < valid_to)"
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float, float]:
+    """Median, min and max wall time of ``runs`` calls after a warm-up, and the median CPU time of
+    this process (all its threads): on a shared machine the CPU time moves less with the load."""
     fn()  # warm-up
-    samples = []
+    wall, cpu = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        samples.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(samples), min(samples), max(samples)
+        wall.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    return statistics.median(wall), min(wall), max(wall), statistics.median(cpu)
 
 
-def line(label: str, ours: tuple[float, float, float], base: tuple[float, float, float], base_label: str) -> None:
-    print(f"{label:<34} {ours[0]:9.2f} ms ({ours[1]:.2f}-{ours[2]:.2f})   {base_label}: {base[0]:9.2f} ms "
-          f"({base[1]:.2f}-{base[2]:.2f})   ratio {ours[0] / base[0]:.2f}x", flush=True)
+def line(label: str, ours: tuple[float, ...], base: tuple[float, ...], base_label: str) -> None:
+    print(f"{label:<26} {ours[0]:9.2f} ms ({ours[1]:.2f}-{ours[2]:.2f}, cpu {ours[3]:.2f})   {base_label}: "
+          f"{base[0]:9.2f} ms ({base[1]:.2f}-{base[2]:.2f}, cpu {base[3]:.2f})   ratio {ours[0] / base[0]:.2f}x "
+          f"(cpu {ours[3] / base[3]:.2f}x)", flush=True)
 
 
 def load() -> str:
