@@ -208,6 +208,9 @@ def _found(source: pq.ParquetFile, groups: list[int], found: pa.Array | pa.Chunk
         return EVENT_SCHEMA.empty_table()
     mask = np.concatenate([found[starts[i]:ends[i]] for i in holding])
     # one reader thread: for a row group or two a pool's start-up costs more than it saves
-    rows = source.read_row_groups([groups[i] for i in holding], columns=columns, use_threads=False).filter(mask)
+    read = source.read_row_groups([groups[i] for i in holding], columns=columns, use_threads=False)
+    # a file deltalake wrote reads as string views, which pyarrow cannot filter: plain types first
+    rows = pa.table({f.name: read[f.name] if pa.types.is_dictionary(read.schema.field(f.name).type)
+                     else read[f.name].cast(f.type) for f in EVENT_SCHEMA if f.name in columns}).filter(mask)
     return pa.table([rows[f.name].cast(f.type) if f.name in columns else pa.nulls(rows.num_rows, f.type)
                      for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)

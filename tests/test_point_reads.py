@@ -1,7 +1,7 @@
 """Point reads (tempomem.pointread) and the folded views (folded.sql) never change an answer.
 
 Random stores take random commits (assertions, batches, invalidations, corrections, erasures,
-backfills, folds and compactions); after each step every query form that names a subject is
+backfills, embeddings, folds and compactions); after each step every query form that names a subject is
 asked with the point path on and off, and a fully folded store's views are compared with
 those of revisions.sql. Small files are indexed by hashes, so some runs index every file by
 its statistics, in row groups of a few rows, to exercise that path too.
@@ -51,7 +51,7 @@ def _step(mem: tm.Memory, clock, rng: random.Random) -> None:
     """One random commit (or fold); one the write path refuses changes nothing, which is fine."""
     clock.advance(hours=rng.randrange(1, 72))
     kind = rng.choice(["assert", "assert", "many", "invalidate", "correct", "forget", "backfill", "fold",
-                       "compact"])
+                       "compact", "embed"])
     try:
         if kind == "assert":
             mem.assert_fact(**_fact_row(rng, clock))
@@ -70,6 +70,8 @@ def _step(mem: tm.Memory, clock, rng: random.Random) -> None:
                 if rng.random() < 0.2:
                     row["retracted_at"] = row["recorded_at"] + timedelta(hours=1)
             mem.backfill(rows, progress=False)
+        elif kind == "embed":  # rewrites files through deltalake, whose strings read back as views
+            mem.embed()
         elif kind in ("fold", "compact"):
             with mem._engine.exclusive():
                 mem._storage.fold() if kind == "fold" else mem._storage.compact()
@@ -117,13 +119,14 @@ _VIEW_QUERIES = [
 ]
 
 
-def _folded_views_answer_as_revisions_sql(mem: tm.Memory, clock, rng: random.Random) -> None:
-    """On a store with no fresh row, the connection reads through folded.sql; forced back to
-    revisions.sql, every view and macro answers the same."""
+def _folded_views_answer_as_revisions_sql(mem: tm.Memory, clock, rng: random.Random, *, folded: bool = False) -> None:
+    """When the connection reads through folded.sql (``folded``: it must), forced back to
+    revisions.sql every view and macro answers the same. (A file deltalake rewrote, as embed
+    does, may lack the statistics that show it folded: it then counts as fresh.)"""
     con = mem.reader.connection()
-    if con.sql("SELECT count(*) FROM _tm_events WHERE folded IS NOT TRUE").fetchall()[0][0]:
+    if not con.sql("SELECT getvariable('tm_folded_views')").fetchall()[0][0]:
+        assert not folded
         return
-    assert con.sql("SELECT getvariable('tm_folded_views')").fetchall()[0][0] is True
     general = mem.connect()
     use_views(general, folded=False, first=False)
     assert general.sql("SELECT getvariable('tm_folded_views')").fetchall()[0][0] is False
@@ -149,7 +152,7 @@ def test_point_reads_and_folded_views_never_change_an_answer(store_path, clock, 
     with mem._engine.exclusive():
         mem._storage.fold()
     _same_with_and_without_point_reads(mem, clock, rng)
-    _folded_views_answer_as_revisions_sql(mem, clock, rng)
+    _folded_views_answer_as_revisions_sql(mem, clock, rng, folded=True)
 
 
 def test_a_point_read_reads_only_the_row_groups_of_its_subject(store_path, clock, monkeypatch):
