@@ -11,6 +11,7 @@ the statistics of every row group of every file and plans the views over them, p
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -27,6 +28,12 @@ T = TypeVar("T")
 
 #: The name the point connection reads the subject's rows under.
 _ROWS = "_tm_subject_rows"
+#: The point connections a forked child inherited, kept there and never destroyed: a DuckDB
+#: database destroyed in a forked child waits on threads only its parent has, and can crash it.
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+# For the same reason, garbage cycles that hold connections are collected before a fork, in the
+# parent, not by the child's first collection (a writer process forked from a test run crashed so).
+os.register_at_fork(before=gc.collect)
 
 
 class PointReader:
@@ -55,6 +62,7 @@ class PointReader:
 
     def _connection(self, folded: bool) -> duckdb.DuckDBPyConnection:
         if self._pid != os.getpid():  # a forked child: DuckDB connections do not cross a fork
+            _INHERITED.extend(self._cons.values())
             self._cons, self._pid = {}, os.getpid()
         if folded not in self._cons:
             con = new_connection()

@@ -114,7 +114,7 @@ _VIEW_QUERIES = [
     "SELECT * FROM _tm_belief_rows ORDER BY fact_id, revision",
     "SELECT * FROM as_of($t) ORDER BY fact_id",
     "SELECT * FROM as_believed($t, $b) ORDER BY fact_id",
-    "SELECT * FROM memory_diff($b, $t) ORDER BY bucket, event_at, fact_id",
+    "SELECT * FROM memory_diff($b, $t) ORDER BY ALL",  # entity rows have no fact_id
     "SELECT * FROM coalesced() ORDER BY ALL",
 ]
 
