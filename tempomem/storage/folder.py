@@ -24,7 +24,7 @@ from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, SORT_KEYS
 from . import delta, log
 from .delta import Snapshot, parquet_stats, run
-from .writer import FOLD_MEMORY, FOLD_ROW_GROUP_ROWS, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
+from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
 
 _META_DIR = "_tempomem"
 #: Compact once this many files of one size tier have piled up.
@@ -292,7 +292,7 @@ class Storage:
                 bind_files(con, self.snapshot().files, first=True)
             try:
                 con.execute(f"COPY ({query} ORDER BY {order}) TO $folder "
-                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {FOLD_ROW_GROUP_ROWS}, "
+                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
                             f"ROW_GROUPS_PER_FILE {FOLD_ROW_GROUPS_PER_FILE}, PRESERVE_ORDER true, "
                             "FILENAME_PATTERN 'part-{i}')",
                             {**params, "folder": str(folder)})

@@ -19,19 +19,17 @@ from ..schema import EVENT_SCHEMA
 #: Rows per Parquet row group. A point query decodes the whole group that holds its key, and
 #: pays a fixed cost for every other group whose statistics it tests: 16k balances the two at
 #: 100k-10M revisions (at 100k, 122,880-row groups made a point query 14 -> 31 ms; at 10M they
-#: saved as much in statistics tests as they cost in decoding).
+#: saved as much in statistics tests as they cost in decoding). A Python point read tests no
+#: statistics (tempomem.pointread finds its groups in memory), and 4k-row groups would halve its
+#: decoding, but at 10M revisions they made a point query through SQL 27 -> 80 ms and a count of
+#: as_of 0.17 -> 0.45 s (bench_reads.py, issue 20): DuckDB's scans pay per group.
 ROW_GROUP_ROWS = 16 * 1024
 #: The Parquet compression of every data file.
 COMPRESSION = "zstd"
 #: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
 FOLD_MEMORY = "2GB"
-#: Rows per row group of the files a fold or a compaction writes, sorted by key. A point query
-#: through the Python API finds its groups in the key index, in memory, so it tests no
-#: statistics and pays only for decoding the group that holds the key: 16k rows of 28 columns
-#: took 4.5-8 ms with pyarrow, 4k rows 1.4-2 ms (tempomem.pointread).
-FOLD_ROW_GROUP_ROWS = 4 * 1024
 #: A fold writes files of at most this many row groups (1M rows).
-FOLD_ROW_GROUPS_PER_FILE = 256
+FOLD_ROW_GROUPS_PER_FILE = 64
 #: Columns the Parquet writer dictionary-encodes (few distinct values in practice) and the
 #: columns it keeps min/max statistics for (those a reader filters on; not the free text).
 DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "source", "origin", "link_type"]
