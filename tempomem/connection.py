@@ -55,14 +55,29 @@ def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first:
     macros.
 
     ``revisions.sql`` derives belief ends with a window over the fresh rows only; binding it to
-    the few files that have any spares every query a scan of the whole table.
+    the few files that have any spares every query a scan of the whole table. When no file has
+    any, the views are those of ``folded.sql``: one filtered scan each, no join.
     """
+    fresh = _files_with_fresh_rows(con, files)
     _events(con, files).create_view("_tm_events", replace=True)
-    _events(con, _files_with_fresh_rows(con, files)).create_view("_tm_fresh_events", replace=True)
+    _events(con, fresh).create_view("_tm_fresh_events", replace=True)
     if first:
         con.execute(sql_file("revisions.sql"))
         if macros:
             con.execute(sql_file("macros.sql"))
+    use_views(con, folded=not fresh, first=first)
+
+
+def use_views(con: duckdb.DuckDBPyConnection, *, folded: bool, first: bool) -> None:
+    """Make ``_tm_events`` read through the views of ``folded.sql`` (every row folded) or of
+    ``revisions.sql`` (any rows), replacing the others only when the choice changes."""
+    if not first and con.sql("SELECT getvariable('tm_folded_views')").fetchall()[0][0] == folded:
+        return
+    if folded:
+        con.execute(sql_file("folded.sql"))
+    elif not first:
+        con.execute(sql_file("revisions.sql"))
+    con.execute("SET VARIABLE tm_folded_views = $folded", {"folded": folded})
 
 
 def _events(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> duckdb.DuckDBPyRelation:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 
 from .connection import bind_files, new_connection
+from .pointread import PointReader
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -39,6 +40,10 @@ class Reader:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._con_pid: int | None = None
         self._bound_version = -2
+        self._points = PointReader()
+        #: Whether a query naming a subject reads only that subject's rows (:mod:`tempomem.pointread`);
+        #: off, it reads the whole version like any other. The answer is the same either way.
+        self.point_reads = True
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """This process's connection, bound to the newest committed version (hold :attr:`lock`)."""
@@ -54,6 +59,18 @@ class Reader:
         """``fn(connection, *args, **kwargs)`` under the lock."""
         with self.lock:
             return fn(self.connection(), *args, **kwargs)
+
+    def read_subject(self, subject: str | None, scope: str | None, predicate: str | None, facts_only: bool,
+                     fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(connection, *args, **kwargs)`` under the lock, where ``fn`` answers only about
+        ``subject`` (and ``scope``, ``predicate`` when given): over that subject's rows alone
+        (:mod:`tempomem.pointread`; ``facts_only`` when it reads only the ``facts`` view), or
+        over the whole version when no subject is given or :attr:`point_reads` is off."""
+        with self.lock:
+            if subject is None or not self.point_reads:
+                return fn(self.connection(), *args, **kwargs)
+            files = self.storage.snapshot().files
+            return self._points.read(files, subject, scope, predicate, facts_only, fn, *args, **kwargs)
 
     def now(self) -> datetime:
         """The store clock's current time."""

@@ -152,8 +152,8 @@ class Memory:
         >>> mem.current("checkout-api").select("predicate", "object").rows()
         [('instance_type', 'm5.xlarge')]
         """
-        return self.reader.read(queries.as_of, self.now(), subject=subject, predicate=predicate, scope=scope,
-                          **trust_filters(trusted))
+        return self.reader.read_subject(subject, scope, predicate, True, queries.as_of, self.now(), subject=subject,
+                                        predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
               scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
@@ -164,8 +164,9 @@ class Memory:
         >>> mem.as_of("2026-03-05", "checkout-api")["object"].to_list()
         ['m5.large']
         """
-        return self.reader.read(queries.as_of, to_utc(valid_at, field="valid_at"),
-                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
+        valid_at = to_utc(valid_at, field="valid_at")
+        return self.reader.read_subject(subject, scope, predicate, True, queries.as_of, valid_at, subject=subject,
+                                        predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
                     predicate: str | None = None, *, scope: str | None = None,
@@ -178,9 +179,9 @@ class Memory:
         >>> mem.as_believed("2026-03-15", mem.now(), "checkout-api")["object"].to_list()
         ['m5.xlarge']
         """
-        return self.reader.read(queries.as_believed, to_utc(valid_at, field="valid_at"),
-                          to_utc(believed_at, field="believed_at"),
-                          subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
+        return self.reader.read_subject(subject, scope, predicate, False, queries.as_believed,
+                                        to_utc(valid_at, field="valid_at"), to_utc(believed_at, field="believed_at"),
+                                        subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
 
     def history(self, subject: str, predicate: str | None = None, *, scope: str | None = None,
                 revisions: bool = False) -> pl.DataFrame:
@@ -193,7 +194,8 @@ class Memory:
         >>> mem.history("checkout-api").select("object", "status").rows()
         [('m5.large', 'retracted')]
         """
-        return self.reader.read(queries.history, subject, predicate, scope, revisions)
+        return self.reader.read_subject(subject, scope, predicate, not revisions, queries.history, subject, predicate,
+                                        scope, revisions)
 
     def timeline(self, subject: str, *, scope: str | None = None) -> pl.DataFrame:
         """The audit view of a subject: every revision of its facts, in belief order.
@@ -203,7 +205,7 @@ class Memory:
         >>> mem.timeline("checkout-api")["status"].to_list()
         ['live', 'ended']
         """
-        return self.reader.read(queries.timeline, subject, scope)
+        return self.reader.read_subject(subject, scope, None, False, queries.timeline, subject, scope)
 
     def get(self, fact_id: str) -> Fact:
         """The fact with this id as currently believed; ``KeyError`` if there is none.
@@ -279,8 +281,7 @@ class Memory:
         >>> f.object, f.valid_from.isoformat(), f.valid_to
         ('m5.xlarge', '2026-03-10T00:00:00+00:00', None)
         """
-        args = {k: v for k, v in locals().items() if k not in ("self",)}
-        return self.assert_many([args])[0]
+        return self.assert_many([{k: v for k, v in locals().items() if k != "self"}])[0]
 
     def assert_many(self, rows: Any) -> list[Fact]:
         """Assert many facts in row order, in one commit with one ``recorded_at`` (all or nothing).

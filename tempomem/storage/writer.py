@@ -19,7 +19,10 @@ from ..schema import EVENT_SCHEMA
 #: Rows per Parquet row group. A point query decodes the whole group that holds its key, and
 #: pays a fixed cost for every other group whose statistics it tests: 16k balances the two at
 #: 100k-10M revisions (at 100k, 122,880-row groups made a point query 14 -> 31 ms; at 10M they
-#: saved as much in statistics tests as they cost in decoding).
+#: saved as much in statistics tests as they cost in decoding). A Python point read tests no
+#: statistics (tempomem.pointread finds its groups in memory), and 4k-row groups would halve its
+#: decoding, but at 10M revisions they made a point query through SQL 27 -> 80 ms and a count of
+#: as_of 0.17 -> 0.45 s (bench_reads.py, issue 20): DuckDB's scans pay per group.
 ROW_GROUP_ROWS = 16 * 1024
 #: The Parquet compression of every data file.
 COMPRESSION = "zstd"

@@ -1,0 +1,81 @@
+"""Point reads: a query form that names a subject, run over that subject's rows alone.
+
+Every view of ``revisions.sql`` works fact by fact, and the rows of a fact share its key, so
+a query filtered on a subject gives the same answer over that subject's rows as over the
+store. Those rows come from the key index (:class:`~tempomem.keyindex.KeyIndex`: the row groups
+of the version's files that can hold them, found in memory), and the query itself, the same
+function of :mod:`tempomem.queries` with the same macros, runs on a small DuckDB connection of
+its own whose ``_tm_events`` are those rows. At 10M revisions that replaces a scan that tests
+the statistics of every row group of every file and plans the views over them, per query.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .connection import new_connection, sql_file, use_views
+from .keyindex import KeyIndex
+from .schema import EVENT_SCHEMA, PREVIOUS_COLUMNS
+
+T = TypeVar("T")
+
+#: The name the point connection reads the subject's rows under.
+_ROWS = "_tm_subject_rows"
+#: The point connections a forked child inherited, kept there and never destroyed: a DuckDB
+#: database destroyed in a forked child waits on threads only its parent has, and can crash it.
+_INHERITED: list[duckdb.DuckDBPyConnection] = []
+# For the same reason, garbage cycles that hold connections are collected before a fork, in the
+# parent, not by the child's first collection (a writer process forked from a test run crashed so).
+os.register_at_fork(before=gc.collect)
+
+
+class PointReader:
+    """Runs a query function over one subject's rows (one per :class:`~tempomem.reader.Reader`)."""
+
+    def __init__(self) -> None:
+        self._index = KeyIndex()
+        self._cons: dict[bool, duckdb.DuckDBPyConnection] = {}
+        self._pid = os.getpid()
+
+    def read(self, files: tuple[str, ...], subject: str, scope: str | None, predicate: str | None,
+             facts_only: bool, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(connection, *args, **kwargs)`` over the rows of ``subject`` (of ``scope`` and
+        ``predicate`` when given) in ``files``; ``facts_only`` when ``fn`` reads only ``facts``.
+
+        The stored copies of each row's previous revision (``prev_*``) are left NULL: the query
+        forms read ``facts`` and ``revisions``, which leave them out.
+        """
+        rows = self._index.subject_rows(files, subject, scope=scope, predicate=predicate, facts_only=facts_only,
+                                        unread=PREVIOUS_COLUMNS)
+        # all folded (nearly always): the views of folded.sql, no join to plan
+        folded = rows.num_rows == 0 or bool(pc.all(pc.fill_null(rows["folded"], False)).as_py())
+        con = self._connection(folded)
+        con.register(_ROWS, rows)
+        return fn(con, *args, **kwargs)
+
+    def _connection(self, folded: bool) -> duckdb.DuckDBPyConnection:
+        if self._pid != os.getpid():  # a forked child: DuckDB connections do not cross a fork
+            _INHERITED.extend(self._cons.values())
+            self._cons, self._pid = {}, os.getpid()
+        if folded not in self._cons:
+            con = new_connection()
+            # one thread: the work of a subject's rows is planning, which a second thread only waits on
+            con.execute("SET threads = 1")
+            con.register(_ROWS, _EMPTY)
+            con.execute(f"CREATE VIEW _tm_events AS SELECT * FROM {_ROWS}")
+            con.execute("CREATE VIEW _tm_fresh_events AS SELECT * FROM _tm_events")
+            con.execute(sql_file("revisions.sql"))
+            con.execute(sql_file("macros.sql"))
+            use_views(con, folded=folded, first=True)
+            self._cons[folded] = con
+        return self._cons[folded]
+
+
+_EMPTY: pa.Table = EVENT_SCHEMA.empty_table()
