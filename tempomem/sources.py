@@ -73,13 +73,16 @@ def _sqlite_table(path: str | os.PathLike[str], table: str) -> pa.Table:
     return pa.table({n: _column([r[i] for r in rows]) for i, n in enumerate(names)})
 
 
-def _map(table: pa.Table, sql: str) -> pa.Table:
-    """Run a mapping statement over the source registered as ``src``."""
+def _map(table: pa.Table, *queries: str, prepare: str | None = None) -> list[pa.Table]:
+    """Run mapping queries over the source registered as ``src``, on one connection, after the
+    statement ``prepare`` (a table the queries share, made once)."""
     con = new_connection()
     without_progress_bar(con)  # a long mapping would draw DuckDB's bar into the caller's output
     try:
         con.register("src", table)
-        return con.sql(sql).to_arrow_table()
+        if prepare is not None:
+            con.execute(prepare)
+        return [con.sql(sql).to_arrow_table() for sql in queries]
     finally:
         con.close()
 
@@ -167,9 +170,9 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
 def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:
     """Backfill input from a Graphiti edges export."""
     source = _read_graphiti(path)
-    rows = _map(source, _graphiti_sql())
-    flags = pl.from_arrow(_map(source, _GRAPHITI_DEFAULTED_SQL.format(
-        valid=time_sql("valid_at", "VARCHAR"), ref=time_sql("reference_time", "VARCHAR"))))
+    rows, defaulted = _map(source, _graphiti_sql(), _GRAPHITI_DEFAULTED_SQL.format(
+        valid=time_sql("valid_at", "VARCHAR"), ref=time_sql("reference_time", "VARCHAR")))
+    flags = pl.from_arrow(defaulted)
     return Source(rows, "import:graphiti", flags)  # type: ignore[arg-type]
 
 
@@ -179,9 +182,11 @@ _MEM0_OPTIONAL = ("old_memory", "new_memory", "prev_value", "new_value", "create
                   "is_deleted", "actor_id", "role", "id")
 
 
-def _mem0_sql() -> str:
-    event_t = time_sql("event_raw", "VARCHAR")
+def _mem0_events_sql() -> str:
+    """The history's events with their parsed times, as ``events``: what the mapping and the
+    orphan flag both read (each time parsed once)."""
     return f"""
+CREATE TEMP TABLE events AS
 WITH h AS (
     SELECT __row, CAST(coalesce(id, memory_id || ':' || __row) AS VARCHAR) AS eid, CAST(memory_id AS VARCHAR) AS mid,
            CAST(coalesce(new_memory, new_value) AS VARCHAR) AS memory_text, upper(CAST(event AS VARCHAR)) AS ev,
@@ -192,12 +197,16 @@ WITH h AS (
                      ELSE coalesce(updated_at, "timestamp") END AS VARCHAR) AS event_raw,
            CAST(actor_id AS VARCHAR) AS actor_id, CAST(role AS VARCHAR) AS role
     FROM src
-),
-timed AS (SELECT *, {event_t} AS event_t FROM h),
-chain AS (
+)
+SELECT *, {time_sql("event_raw", "VARCHAR")} AS event_t FROM h
+"""
+
+
+_MEM0_SQL = """
+WITH chain AS (
     SELECT *, lead(ev) OVER w AS next_ev, lead(event_t) OVER w AS next_t, lead(eid) OVER w AS next_id,
            lag(ev) OVER w IN ('ADD', 'UPDATE') AS follows_belief
-    FROM timed WHERE event_t IS NOT NULL AND ev IN ('ADD', 'UPDATE', 'DELETE')
+    FROM events WHERE event_t IS NOT NULL AND ev IN ('ADD', 'UPDATE', 'DELETE')
     WINDOW w AS (PARTITION BY mid ORDER BY event_t, CASE ev WHEN 'ADD' THEN 0 WHEN 'UPDATE' THEN 1 ELSE 2 END, __row)
 ),
 opened AS (
@@ -229,19 +238,17 @@ UNION ALL BY NAME
 -- ADD/UPDATE events without a readable time: backfill rejects them and says why
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
        event_raw AS recorded_at, ev AS mem0_event, actor_id, role
-FROM timed WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE')
+FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE')
 ORDER BY __row, recorded_at
 """
 
 
 _MEM0_ORPHANS_SQL = """
 SELECT 'unmatched_mem0_event' AS flag, count(*) AS count, min(__row) AS example_row
-FROM (SELECT __row, upper(CAST(event AS VARCHAR)) AS ev,
-             lag(upper(CAST(event AS VARCHAR))) OVER (PARTITION BY memory_id ORDER BY {t}, __row) AS prev,
-             {t} AS t FROM src)
+FROM (SELECT __row, ev, lag(ev) OVER (PARTITION BY mid ORDER BY event_t, __row) AS prev, event_t FROM events)
 WHERE (ev = 'DELETE' AND (prev IS NULL OR prev = 'DELETE'))
    OR ev NOT IN ('ADD', 'UPDATE', 'DELETE') OR ev IS NULL
-   OR (ev = 'DELETE' AND t IS NULL)
+   OR (ev = 'DELETE' AND event_t IS NULL)
 HAVING count(*) > 0
 """
 
@@ -252,11 +259,8 @@ def _read_mem0(path: str | os.PathLike[str]) -> Source:
     for needed in ("memory_id", "event"):
         if needed not in source.column_names:
             raise TempomemError(f"data: the history table has no {needed} column; is this a mem0 history file?")
-    rows = _map(source, _mem0_sql())
-    event_raw = ("CAST(CASE WHEN upper(CAST(event AS VARCHAR)) = 'ADD' THEN coalesce(updated_at, created_at, "
-                 "\"timestamp\") ELSE coalesce(updated_at, \"timestamp\") END AS VARCHAR)")
-    t = time_sql(event_raw, "VARCHAR")
-    flags = pl.from_arrow(_map(source, _MEM0_ORPHANS_SQL.format(t=t)))
+    rows, orphans = _map(source, _MEM0_SQL, _MEM0_ORPHANS_SQL, prepare=_mem0_events_sql())
+    flags = pl.from_arrow(orphans)
     return Source(rows, "import:mem0", flags)  # type: ignore[arg-type]
 
 
@@ -283,7 +287,7 @@ ORDER BY f.__row
 def _read_sqlite4ts(path: str | os.PathLike[str]) -> Source:
     """Backfill input from a four-timestamp SQLite file."""
     source = _with_columns(_sqlite_table(path, "facts"), _SQLITE4TS_OPTIONAL)
-    rows = _map(source, _SQLITE4TS_SQL)
+    [rows] = _map(source, _SQLITE4TS_SQL)
     rows = rows.rename_columns(["superseded_at" if c == "superseded_at_epoch" else c for c in rows.column_names])
     return Source(rows, "import:sqlite4ts", None, "s")
 
