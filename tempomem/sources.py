@@ -95,11 +95,10 @@ _GRAPHITI_OPTIONAL = ("uuid", "name", "source_node_uuid", "target_node_uuid", "g
 
 
 def _graphiti_sql() -> str:
-    t = {c: time_sql(c, "VARCHAR") for c in ("created_at", "expired_at", "valid_at", "reference_time")}
+    t = {c: time_sql(c, "VARCHAR") for c in ("created_at", "expired_at")}
     return f"""
 WITH e AS (
     SELECT *, {t['created_at']} AS created_t, {t['expired_at']} AS expired_t,
-           {t['valid_at']} AS valid_t, {t['reference_time']} AS reference_t,
            coalesce(source_name, source_node_uuid) AS subject_, coalesce(target_name, target_node_uuid) AS object_,
            coalesce(episodes, episode_uuids) AS artifacts_
     FROM src
