@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from datetime import timedelta
 
 import polars as pl
@@ -182,7 +183,11 @@ def _windows_concatenate(mem: tm.Memory, bounds: list) -> dict:
     return whole
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Each example builds a store and diffs it several times; TEMPOMEM_HEAVY=1 runs eight times as many.
+_WINDOW_EXAMPLES = 120 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 15
+
+
+@settings(max_examples=_WINDOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS, cuts=st.lists(st.integers(0, 12 * 48), min_size=1, max_size=3))
 # found by hypothesis: one fact closed twice (by y at 05:00, by an earlier y on the next day)
 @example(ops=[("assert", "a", "x", 0, 1, 0), ("assert", "a", "y", 0, 4, 0), ("assert", "a", "x", 0, 1, 0),
