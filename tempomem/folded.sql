@@ -21,10 +21,7 @@ WHERE e.folded IS TRUE;
 
 -- The same rows, read by the belief-window questions (memory_diff, probes, reports).
 CREATE OR REPLACE VIEW _tm_belief_rows AS
-SELECT e.* EXCLUDE (first_recorded_at, folded, folded_until),
-       e.folded_until AS believed_until, e.first_recorded_at
-FROM _tm_events AS e
-WHERE e.folded IS TRUE;
+SELECT * FROM _tm_revisions;
 
 -- `facts` (SPEC §4): each fact's latest revision (its belief end not stored), with
 -- `recorded_at` = when the fact was first recorded.
