@@ -38,8 +38,11 @@ def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | N
     return pl.from_arrow(table)  # type: ignore[return-value]
 
 
-def _filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
-              keys: dict[str, str | None], order: str = _KEY_ORDER) -> pl.DataFrame:
+def filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
+             keys: dict[str, str | None], order: str = _KEY_ORDER) -> pl.DataFrame:
+    """The rows of ``source`` (a macro call written in code, its values bound from ``params``)
+    whose key columns equal the given ``keys`` (``None``: any), in ``order``; the query forms
+    and :mod:`tempomem.sequenced` share it."""
     given = {k: v for k, v in keys.items() if v is not None}
     where = " AND ".join(_KEY_FILTERS[k] for k in given) or "true"
     return frame(con, f"SELECT * FROM {source} WHERE {where} {order}", {**params, **given})
@@ -47,13 +50,13 @@ def _filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any
 
 def as_of(con: duckdb.DuckDBPyConnection, valid_at: datetime, **keys: str | None) -> pl.DataFrame:
     """Facts true at ``valid_at`` as best we know now (macro ``as_of``)."""
-    return _filtered(con, "as_of($valid_at)", {"valid_at": valid_at}, keys)
+    return filtered(con, "as_of($valid_at)", {"valid_at": valid_at}, keys)
 
 
 def as_believed(con: duckdb.DuckDBPyConnection, valid_at: datetime, believed_at: datetime,
                 **keys: str | None) -> pl.DataFrame:
     """Revisions believed at ``believed_at`` about ``valid_at`` (macro ``as_believed``)."""
-    return _filtered(con, "as_believed($valid_at, $believed_at)",
+    return filtered(con, "as_believed($valid_at, $believed_at)",
                      {"valid_at": valid_at, "believed_at": believed_at}, keys)
 
 
@@ -71,12 +74,12 @@ def history(con: duckdb.DuckDBPyConnection, subject: str, predicate: str | None,
     params = {"subject": subject}
     if not revisions:
         params["predicate"] = predicate
-    return _filtered(con, source, params, keys, order)
+    return filtered(con, source, params, keys, order)
 
 
 def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) -> pl.DataFrame:
     """Every revision of every fact of a subject, in belief order (macro ``timeline``)."""
-    return _filtered(con, "timeline($subject)", {"subject": subject}, {"scope": scope},
+    return filtered(con, "timeline($subject)", {"subject": subject}, {"scope": scope},
                      "ORDER BY recorded_at, fact_id, revision")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from .errors import TempomemError
-from .queries import _filtered
+from .queries import filtered
 from .times import TimeLike, to_utc
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def sequenced(reader: Reader, from_at: TimeLike, to_at: TimeLike, every: str | t
     """
     params = _window(reader, from_at, to_at, every)
     params["believed_at"] = to_utc(believed_at, field="believed_at")
-    return reader.read(_filtered, "tm_sequenced($from_at, $to_at, $every, believed_at := $believed_at)", params,
+    return reader.read(filtered, "tm_sequenced($from_at, $to_at, $every, believed_at := $believed_at)", params,
                      {"subject": subject, "predicate": predicate, "scope": scope}, _SEQUENCED_ORDER)
 
 
@@ -122,7 +122,7 @@ def coalesced(reader: Reader, *, believed_at: TimeLike | None = None, subject: s
     (NULL first), ``object``. Facts with an empty valid interval take part in nothing.
     """
     # The macro's own order: asking for it again would sort every period a second time.
-    return reader.read(_filtered, "coalesced(believed_at := $believed_at)",
+    return reader.read(filtered, "coalesced(believed_at := $believed_at)",
                      {"believed_at": to_utc(believed_at, field="believed_at")},
                      {"subject": subject, "predicate": predicate, "scope": scope}, "")
 
