@@ -119,9 +119,9 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
     whole = {_key(states[i]) for i in fact_ids if i in states}
     whole.update(key for key, (no_start, _, _, _) in hulls.items() if no_start)
     for state in states.values():  # one pass, not one per key of the batch (a group has many)
-        hull = hulls.get(_key(state))
-        if hull is not None and state["object"] in hull[3]:
-            whole.add(_key(state))
+        key = _key(state)
+        if key in hulls and state["object"] in hulls[key][3]:
+            whole.add(key)
     out = []
     for state in states.values():
         key = _key(state)
