@@ -68,6 +68,15 @@ def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first:
     use_views(con, folded=not fresh, first=first)
 
 
+def bind_events(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first: bool) -> None:
+    """Point ``_tm_events`` at ``files``; on the first call also create the interval predicates
+    (``macros.sql``'s part ``intervals``). What the write engine reads: no view, no other macro,
+    and none of the footers ``bind_files`` reads to choose its views."""
+    _events(con, files).create_view("_tm_events", replace=True)
+    if first:
+        con.execute(sql_parts("macros.sql")["intervals"])
+
+
 def use_views(con: duckdb.DuckDBPyConnection, *, folded: bool, first: bool) -> None:
     """Make ``_tm_events`` read through the views of ``folded.sql`` (every row folded) or of
     ``revisions.sql`` (any rows), replacing the others only when the choice changes."""

@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from . import queries
-from .connection import bind_files, new_connection, without_progress_bar
+from .connection import bind_events, new_connection, without_progress_bar
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
 from .states import StateCache, as_fact, micros, relevant_states
@@ -180,13 +180,14 @@ class Engine:
         return self._record(micros(recorded_at))[0]
 
     def connection(self) -> duckdb.DuckDBPyConnection:
-        """The engine's DuckDB connection, ``_tm_events`` bound to the newest version (under the lock)."""
+        """The engine's DuckDB connection, ``_tm_events`` bound to the newest version (under the
+        lock), with the interval predicates (``connection.bind_events``) and nothing else."""
         if self._con is None:
             self._con = new_connection()
             without_progress_bar(self._con)
         snap = self.storage.snapshot()
         if snap.version != self._bound:
-            bind_files(self._con, snap.files, first=self._bound == -2)
+            bind_events(self._con, snap.files, first=self._bound == -2)
             self._bound = snap.version
         return self._con
 

@@ -13,8 +13,11 @@
 --   * a NULL lo is minus infinity (an unknown start), a NULL hi plus infinity (still true).
 --   * an interval with lo >= hi is empty: it contains no instant and overlaps nothing.
 -- The macros use plain SQL (CASE, comparisons, windows) so they port to Spark SQL.
+--
+-- The file has two parts: `intervals` needs no view (the write engine loads it alone, for
+-- rounds.sql), `views` reads `revisions` and `facts`.
 
-
+-- @part intervals
 -- ============================================================================================
 -- Interval predicates
 -- ============================================================================================
@@ -80,6 +83,7 @@ CREATE OR REPLACE MACRO tm_allen(a_lo, a_hi, b_lo, b_hi) AS CASE
     END;
 
 
+-- @part views
 -- ============================================================================================
 -- The three query forms
 -- ============================================================================================

@@ -1,6 +1,7 @@
 """The set-based write path: SPEC §5 over whole batches, in rounds (``rounds.sql``).
 
-The caller binds two relations on a DuckDB connection that has ``macros.sql`` loaded:
+The caller binds two relations on a DuckDB connection that has ``macros.sql``'s interval
+predicates (its part ``intervals``, ``connection.bind_events``):
 
 ``_tm_ops_in``  one row per operation, in batch order (``op``), with the columns of
                 :data:`OP_COLUMNS`; its payload columns (:data:`PAYLOAD_COLUMNS`) are what a
@@ -145,9 +146,11 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str, nonce: int) ->
                 {"default_rule": default_rule, "nonce": nonce})
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
                 "FROM _tm_ops_in WHERE kind = 'assert'")
+    # A stored fact's `f` is its negated place in `_tm_stored`: a window numbering the rows
+    # would gather every column into one thread.
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _tm_state AS
-        SELECT -row_number() OVER () AS f, s.fact_id, y.k, {', '.join(f's.{c}' for c in _STATE_COLUMNS[1:])},
+        SELECT -(s.rowid + 1) AS f, s.fact_id, y.k, {', '.join(f's.{c}' for c in _STATE_COLUMNS[1:])},
                s.recorded_at AS last_recorded_at, false AS emitted
         FROM _tm_stored AS s
         JOIN _tm_keys AS y ON y.scope = s.scope AND y.subject = s.subject AND y.predicate = s.predicate""")
