@@ -85,7 +85,7 @@ SELECT hash(w.scope, w.subject, w.predicate) AS kh FROM _bf_written_keys w;
 -- a retracted revision at its retracted_at (a row retracted at the instant it was recorded is
 -- one retracted revision). `revision` is a revision's belief time in µs: it orders a fact's
 -- revisions as their numbers do (the rows of a fact have distinct belief times, none after its
--- retraction: checks._FACT_REJECTS_SQL refuses the others).
+-- retraction: fact_rejects in backfill_checks.sql refuses the others).
 CREATE OR REPLACE TEMP TABLE _bf_candidate_revs AS
 WITH candidate_rows AS (
     SELECT * FROM (
