@@ -22,7 +22,7 @@ import pyarrow as pa
 from . import frames
 from .connection import sql_parts
 from .schema import LINK_TYPES
-from .timegrammar import time_sql
+from .timegrammar import TEXT_TIME_MACRO
 from .writepath import new_assertion
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -102,7 +102,7 @@ def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     # a connection of its own: the writer's is the engine's, and this runs before the lock
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"CREATE OR REPLACE MACRO tm__text_time(x) AS {time_sql('x', 'VARCHAR')}")
+    con.execute(TEXT_TIME_MACRO)
     con.execute(_parts()["macros"])
     con.register("_tm_assertions_in", pa.table(columns))
     try:

@@ -80,31 +80,45 @@ CREATE OR REPLACE TEMP TABLE _bf_candidate_keys AS
 SELECT hash(w.scope, w.subject, w.predicate) AS kh FROM _bf_written_keys w;
 
 -- @part candidates
--- The rows of the candidate keys, with the columns the overlap test reads.
-CREATE OR REPLACE TEMP TABLE _bf_candidate_rows AS
-SELECT * FROM (
-    SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
-           coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
-           tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
-           r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
-    FROM _bf_rows r
-    WHERE NOT list_contains($multi, r.predicate)
-) AS c
-WHERE c.kh IN (SELECT k.kh FROM _bf_candidate_keys k);
+-- The revisions the load writes for the candidate keys, with the columns the overlap test reads
+-- (as backfill.write derives them): a row is a revision at its recorded_at and, retracted later,
+-- a retracted revision at its retracted_at (a row retracted at the instant it was recorded is
+-- one retracted revision). `revision` is a revision's belief time in µs: it orders a fact's
+-- revisions as their numbers do (the rows of a fact have distinct belief times, none after its
+-- retraction: fact_rejects in backfill_checks.sql refuses the others).
+CREATE OR REPLACE TEMP TABLE _bf_candidate_revs AS
+WITH candidate_rows AS (
+    SELECT * FROM (
+        SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
+               coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
+               tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
+               r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
+        FROM _bf_rows r
+        WHERE NOT list_contains($multi, r.predicate)
+    ) AS c
+    WHERE c.kh IN (SELECT k.kh FROM _bf_candidate_keys k)
+),
+parts AS (   -- part 0: the row as recorded; part 1: its retraction, when that came later
+    SELECT c.*, unnest(CASE WHEN c.retracted_at > c.recorded_at THEN [0, 1] ELSE [0] END) AS part
+    FROM candidate_rows c
+)
+SELECT p.__row, p.kh, p.scope, p.subject, p.predicate, p.fact_id, p.object, p.valid_from, p.valid_to,
+       CASE WHEN p.part = 1 THEN p.retracted_at ELSE p.recorded_at END AS recorded_at,
+       CASE WHEN p.part = 1 OR p.retracted_at = p.recorded_at THEN p.retracted_at END AS retracted_at,
+       epoch_us(CASE WHEN p.part = 1 THEN p.retracted_at ELSE p.recorded_at END) AS revision
+FROM parts p;
+
+-- @part part_revs
+-- One part of the candidate revisions ($part of $parts, by key hash), for one pass of the test.
+CREATE OR REPLACE TEMP TABLE _bf_part_revs AS
+SELECT * FROM _bf_candidate_revs WHERE kh % $parts = $part;
 
 -- @part overlap
--- One part of the keys ($part of $parts, by key hash): the rows whose value overlaps another
--- fact's value of the same key in both valid and belief time (the same rule as check()).
-WITH revs AS (
-    SELECT r.*, lead(r.recorded_at) OVER (PARTITION BY r.fact_id ORDER BY r.recorded_at) AS next_recorded_at
-    FROM _bf_candidate_rows r
-    WHERE r.kh % $parts = $part
-),
-believed AS (
-    SELECT *, CASE WHEN retracted_at > recorded_at
-                   THEN least(retracted_at, coalesce(next_recorded_at, retracted_at))
-                   ELSE next_recorded_at END AS believed_until
-    FROM revs WHERE retracted_at IS NULL OR retracted_at > recorded_at
+-- The rows whose value overlaps another fact's value of the same key in both valid and belief
+-- time: check()'s rule (tm_problems, macros.sql) over the part's revisions, with the belief
+-- ends of revisions.sql (tm__believed).
+WITH believed AS (
+    SELECT b.* FROM tm__believed('_bf_part_revs') AS b WHERE b.retracted_at IS NULL
 )
 SELECT count(*) AS n, min(__row) AS example FROM (
     SELECT a.__row FROM believed a JOIN believed b

@@ -1,6 +1,7 @@
 -- The `revisions` view over a store's raw revision rows (`_tm_events`, one row per revision
 -- as written to Parquet). A revision is the belief from its `recorded_at` until the next
--- revision of the same fact was recorded (`believed_until`, NULL while it is the belief).
+-- revision of the same fact was recorded (`believed_until`, NULL while it is the belief):
+-- `tm__believed` below derives it.
 --
 -- Files are append-only, so a row cannot be updated when its successor arrives. Instead the
 -- store now and then *folds* itself (storage/folder.py): it rewrites every row with `folded = true`
@@ -17,20 +18,30 @@
 -- Every column is qualified: DuckDB 2 binds a view inside a table macro with the macro's
 -- parameters in scope, so an unqualified `subject` would clash with history(subject).
 
+-- Rows written since the last fold.
+CREATE OR REPLACE VIEW _tm_fresh_rows AS
+SELECT e.* FROM _tm_fresh_events AS e WHERE e.folded IS NOT TRUE;
+
+-- The one derivation of belief time: every row of `revs` (a table of revision rows, named) with
+-- its `believed_until`, the `recorded_at` of the next revision of its fact (NULL while it is the
+-- belief). The views below read it over the fresh rows; the backfill's overlap flag over the
+-- revisions a load writes (backfill_flags.sql). A filter on the key or the fact reaches below
+-- the window (it partitions by them).
+CREATE OR REPLACE MACRO tm__believed(revs := '_tm_fresh_rows') AS TABLE
+SELECT r.*,
+       lead(r.recorded_at) OVER (
+           PARTITION BY r.scope, r.subject, r.predicate, r.fact_id ORDER BY r.revision
+       ) AS believed_until
+FROM query_table(revs) AS r;
+
 -- Rows written since the last fold, with their belief end among themselves.
 CREATE OR REPLACE VIEW _tm_fresh AS
-SELECT e.*,
-       lead(e.recorded_at) OVER (
-           PARTITION BY e.scope, e.subject, e.predicate, e.fact_id ORDER BY e.revision
-       ) AS believed_until
-FROM _tm_fresh_events AS e
-WHERE e.folded IS NOT TRUE;
+SELECT f.* FROM tm__believed() AS f;
 
 -- When each fact's first fresh revision was recorded: the end of its last folded one.
 CREATE OR REPLACE VIEW _tm_fresh_starts AS
 SELECT s.scope, s.subject, s.predicate, s.fact_id, min(s.recorded_at) AS recorded_at
-FROM _tm_fresh_events AS s
-WHERE s.folded IS NOT TRUE
+FROM _tm_fresh_rows AS s
 GROUP BY s.scope, s.subject, s.predicate, s.fact_id;
 
 -- The stored rows' columns are the facts columns, `revision`, the previous revision's columns

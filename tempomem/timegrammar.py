@@ -318,4 +318,10 @@ def _reason_sql(template: str) -> str:
                        if piece or i % 2)
 
 
-__all__ = ["CHECKS", "EPOCH_FACTORS", "ISO_PATTERN", "NUMBER_PATTERN", "parse_text", "reason_sql", "time_sql"]
+#: The macro ``tm__text_time(x)``: :func:`time_sql` of text ``x``, for the ``.sql`` files that
+#: read times given as text (importers.sql, assertion_columns.sql).
+TEXT_TIME_MACRO = f"CREATE OR REPLACE TEMP MACRO tm__text_time(x) AS {time_sql('x', 'VARCHAR')}"
+
+
+__all__ = ["CHECKS", "EPOCH_FACTORS", "ISO_PATTERN", "NUMBER_PATTERN", "TEXT_TIME_MACRO", "parse_text", "reason_sql",
+           "time_sql"]

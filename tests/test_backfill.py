@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -786,3 +787,15 @@ def test_repeated_hashes_are_found_by_sorting_across_chunks() -> None:
     assert checks._repeated(hashes).tolist() == [3, 2**64 - 1]
     assert checks._repeated(pa.chunked_array([[1, 2, 3]], pa.uint64())).tolist() == []
     assert checks._repeated(pa.chunked_array([], pa.uint64())).tolist() == []
+
+
+def test_repeat_columns_are_those_of_the_sql() -> None:
+    """The columns stage 1 hashes to find exact repeats are those stage 2 groups and keeps
+    (backfill_checks.sql spells them out)."""
+    from tempomem.connection import sql_parts
+
+    parts = sql_parts("backfill_checks.sql")
+    for part in ("merged", "candidates"):
+        selected = re.findall(r"\b\w+\b", parts[part].split("FROM _bf_checked")[0])
+        for name in checks.ROW_VALUES:
+            assert name in selected, f"{part}: {name}"

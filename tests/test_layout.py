@@ -37,7 +37,7 @@ MAX_LINES = 400
 MAX_SQL_LINES = 800
 #: The SQL of the features, out of their Python (issue 18), one file per concern.
 FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql", "backfill_flags.sql",
-               "backfill_replay.sql")
+               "backfill_replay.sql", "importers.sql", "backfill_input.sql", "backfill_checks.sql")
 
 
 def _modules() -> dict[str, Path]:

@@ -11,11 +11,14 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..connection import quote
+from ..connection import quote, sql_parts
 from ..ids import FACT_ID_MACRO
 from ..schema import LINK_TYPES
 from ..timegrammar import reason_sql, time_sql
 from .columns import BELIEF_STATUSES, INPUT_COLUMNS, NUMBERS, STRINGS, TIMES
+
+#: Stage 2's statements, in the order they run.
+_SQL = sql_parts("backfill_checks.sql")
 
 
 def _blank_sql(col: str) -> str:
@@ -198,7 +201,7 @@ class Loader:
         self.params.update(params, link_types=list(LINK_TYPES), statuses=list(BELIEF_STATUSES))
         absent = "".join(f", {name}" for name in self.absent)
         # A column the input lacks is NULL in every row: it cannot tell two rows apart.
-        hashed = ", ".join(c for c in _ROW_VALUES.split(", ") if c not in self.absent)
+        hashed = ", ".join(c for c in ROW_VALUES if c not in self.absent)
         self.con.execute(
             f"""CREATE TEMP TABLE _bf_checked_rows AS
                 SELECT * EXCLUDE (_bad, {sources}{absent}),
@@ -226,22 +229,15 @@ class Loader:
         ``_bf_rows`` is a view over ``_bf_checked``, so a load is held once.
         """
         con = self.con
-        # A fresh random number per load: generated fact ids are recorded_at plus (nonce + row),
-        # so they are unique in the load, unlikely to meet another load's, and the same each
-        # time the view is read (uuid() would differ between reads).
-        con.execute("CREATE TEMP TABLE _bf_const AS SELECT CAST($nonce AS BIGINT) AS nonce",
-                    {"nonce": secrets.randbits(59)})
+        con.execute(_SQL["nonce"], {"nonce": secrets.randbits(59)})
         con.execute(FACT_ID_MACRO)
         con.register("_bf_repeated_hashes", pa.table({"_h": _repeated(
             con.sql("SELECT _h FROM _bf_checked_rows WHERE _h IS NOT NULL").to_arrow_table()["_h"])}))
-        con.execute("CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_repeated_hashes")
-        con.execute(_MERGED_SQL)
-        con.execute(_CANDIDATES_SQL)
-        con.execute("CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR)")
+        for part in ("repeated", "merged", "candidates", "fact_rejects_table"):
+            con.execute(_SQL[part])
         if self.has_fact_id and not resolve:
-            con.execute(_FACT_REJECTS_SQL)
-        con.execute("CREATE TEMP VIEW _bf_rows AS SELECT * FROM _bf_candidates "
-                    "WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f)")
+            con.execute(_SQL["fact_rejects"])
+        con.execute(_SQL["rows"])
 
 
 def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
@@ -256,67 +252,10 @@ def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
     return np.unique(values[1:][values[1:] == values[:-1]])
 
 
-# The columns two rows must share to be exact repeats (artifacts aside: they are merged).
-_ROW_VALUES = ("fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source, superseded_by, "
-               "link_type, status, valid_from, valid_to, recorded_at, retracted_at, superseded_at, confidence, "
-               "weight, valid_from_inferred, embedding, attributes")
+#: The columns two rows must share to be exact repeats (artifacts aside: they are merged);
+#: backfill_checks.sql spells them out (tests/test_backfill.py holds the two together).
+ROW_VALUES = ("fact_id", "scope", "subject", "predicate", "object", "text", "reason", "retraction_reason", "source",
+              "superseded_by", "link_type", "status", "valid_from", "valid_to", "recorded_at", "retracted_at",
+              "superseded_at", "confidence", "weight", "valid_from_inferred", "embedding", "attributes")
 #: Columns whose source value stage 1 reads (to tell "missing" from "unreadable") but does not keep.
 _RAW = (*TIMES, *NUMBERS, "valid_from_inferred", "artifacts", "embedding")
-
-# Stage 2 in SQL. Exact repeats: rows equal in every normalised column but artifacts share a
-# hash (stage 1); only the rows whose hash repeats are grouped in full and merged (artifacts
-# in order of first appearance). Rows with a unique hash pass through untouched.
-_MERGED_SQL = f"""
-CREATE TEMP TABLE _bf_merged AS
-SELECT * REPLACE (list_filter(artifacts, lambda a, i: list_position(artifacts, a) = i) AS artifacts)
-FROM (SELECT min(__row) AS __row, {_ROW_VALUES}, flatten(list(coalesce(artifacts, []) ORDER BY __row)) AS artifacts
-      FROM _bf_checked SEMI JOIN _bf_repeated USING (_h)
-      GROUP BY ALL)
-"""
-
-# The loadable rows before fact-level checks. An end before its start keeps the end and moves
-# the start back to it. ``fact_id`` stays as given (NULL when none): a generated id is made
-# only where it is needed (tm__fact_id), so that the write can sort the rows before it.
-_CANDIDATES_SQL = f"""
-CREATE TEMP VIEW _bf_candidates AS
-SELECT * REPLACE (
-           CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
-           coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
-               AS valid_from_inferred),
-       coalesce(valid_to < valid_from, false) AS _fixed,
-       valid_from IS NULL AS _no_start
-FROM (SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_checked
-      WHERE _h IS NOT NULL AND _h NOT IN (SELECT r._h FROM _bf_repeated r)
-      UNION ALL
-      SELECT __row, {_ROW_VALUES}, artifacts FROM _bf_merged) k
-CROSS JOIN _bf_const
-"""
-
-
-# Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
-# belief times and not follow its retraction. A fact_id already in the store is refused:
-# backfill adds facts, it does not rewrite a stored fact's history.
-_FACT_REJECTS_SQL = """
-INSERT INTO _bf_fact_rejects
-WITH ordered AS (
-    SELECT r.*,
-           first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
-           lag(r.recorded_at) OVER w AS prev_recorded_at,
-           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates WHERE fact_id IS NOT NULL) r
-    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
-)
-SELECT __row, 'fact_id', fact_id,
-       CASE WHEN fact_id IN (SELECT e.fact_id FROM _tm_events e)
-                THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
-            WHEN scope || chr(0) || subject || chr(0) || predicate <> first_key
-                THEN 'an earlier row of this fact has another scope, subject or predicate'
-            WHEN recorded_at = prev_recorded_at
-                THEN 'another row of this fact has the same recorded_at'
-            ELSE 'this fact was already retracted at ' || CAST(prev_retracted_at AS VARCHAR) END
-FROM ordered
-WHERE fact_id IN (SELECT e.fact_id FROM _tm_events e)
-   OR scope || chr(0) || subject || chr(0) || predicate <> first_key
-   OR recorded_at = prev_recorded_at
-   OR recorded_at >= prev_retracted_at
-"""

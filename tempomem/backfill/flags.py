@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 #: rows looks like an export that stamped its own run time (SPEC §9).
 SHARED_SHARE = 0.2
 SHARED_MIN_ROWS = 100
-#: Candidate rows one pass of the overlap test pairs (see with_overlaps).
+#: Candidate revisions one pass of the overlap test pairs (see with_overlaps).
 _OVERLAP_ROWS = 1_000_000
 _SQL = sql_parts("backfill_flags.sql")
 
@@ -61,13 +61,16 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
     con.execute(_SQL["candidates"], {"multi": multi})
     try:
         # The test pairs every two rows of a key: a part of the keys at a time keeps the pairs of
-        # a large load within memory (one part up to _OVERLAP_ROWS candidate rows).
-        rows = con.sql("SELECT count(*) FROM _bf_candidate_rows").fetchall()[0][0]
+        # a large load within memory (one part up to _OVERLAP_ROWS candidate revisions).
+        rows = con.sql("SELECT count(*) FROM _bf_candidate_revs").fetchall()[0][0]
         parts = max(1, -(-rows // _OVERLAP_ROWS))
-        per_part = [con.sql(_SQL["overlap"], params={"parts": parts, "part": part}).fetchall()[0]
-                    for part in range(parts)]
+        per_part = []
+        for part in range(parts):
+            con.execute(_SQL["part_revs"], {"parts": parts, "part": part})
+            per_part.append(con.sql(_SQL["overlap"]).fetchall()[0])
     finally:
-        con.execute("DROP TABLE IF EXISTS _bf_candidate_rows")
+        con.execute("DROP TABLE IF EXISTS _bf_part_revs")
+        con.execute("DROP TABLE IF EXISTS _bf_candidate_revs")
         con.execute("DROP TABLE IF EXISTS _bf_candidate_keys")
     n = sum(count for count, _ in per_part)
     if not n:

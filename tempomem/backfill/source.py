@@ -11,7 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ..connection import quote
+from ..connection import quote, sql_parts
 from ..errors import TempomemError
 from ..frames import as_arrow
 from .columns import REQUIRED, STORE_MANAGED
@@ -21,6 +21,8 @@ _EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "
                ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 #: A strptime format no time text matches: it keeps DuckDB's JSON reader from guessing one.
 _NO_FORMAT = "tempomem: text stays text"
+#: The statements making ``_bf_src`` from what was read, one per kind of input.
+_SQL = sql_parts("backfill_input.sql")
 
 
 def input_files(path: str | os.PathLike[str], format: str | None) -> tuple[list[str], str]:
@@ -52,27 +54,15 @@ def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) ->
         files, fmt = input_files(data, format)
         try:
             if fmt == "parquet" and len(files) == 1:
-                # One file: its row number is the input position (no join with the offsets).
                 src = con.read_parquet(files, file_row_number=True)
                 src.create_view("_bf_file", replace=True)
-                con.execute("CREATE TEMP VIEW _bf_src AS SELECT CAST(file_row_number AS BIGINT) AS __row, "
-                            "* EXCLUDE (file_row_number) FROM _bf_file")
+                con.execute(_SQL["one_parquet"])
                 return
             if fmt == "parquet":
-                # file_row_number restarts in every file: add the rows of the files before it.
-                con.sql(
-                    """CREATE TEMP TABLE _bf_offsets AS
-                       SELECT file_name, sum(num_rows) OVER (ORDER BY idx) - num_rows AS offset_rows
-                       FROM (SELECT file_name, num_rows, list_position($files, file_name) AS idx
-                             FROM parquet_file_metadata($files))""",
-                    params={"files": files},
-                )
+                con.execute(_SQL["parquet_offsets"], {"files": files})
                 src = con.read_parquet(files, file_row_number=True, filename=True)
                 src.create_view("_bf_file", replace=True)
-                con.execute("""CREATE TEMP VIEW _bf_src AS
-                    SELECT CAST(o.offset_rows + f.file_row_number AS BIGINT) AS __row,
-                           f.* EXCLUDE (file_row_number, filename)
-                    FROM _bf_file f JOIN _bf_offsets o ON o.file_name = f.filename""")
+                con.execute(_SQL["many_parquet"])
                 return
             if fmt == "csv":
                 rel = con.read_csv(files, all_varchar=True, header=True)
@@ -84,15 +74,13 @@ def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) ->
         except duckdb.Error as exc:
             raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
         rel.create_view("_bf_file", replace=True)
-        # One file read in order: row_number over the scan is the input position.
-        con.execute("CREATE TEMP TABLE _bf_src AS SELECT CAST(row_number() OVER () - 1 AS BIGINT) AS __row, * "
-                    "FROM _bf_file")
+        con.execute(_SQL["text_files"])
         return
     table = as_arrow(data, paths=True)
     if "__row" not in table.column_names:
         table = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
     con.register("_bf_arrow", table)
-    con.execute("CREATE TEMP VIEW _bf_src AS SELECT * FROM _bf_arrow")
+    con.execute(_SQL["frame"])
 
 
 def rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str, str]:

@@ -106,8 +106,8 @@ _ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorde
                                            for n in PREVIOUS),
                      "row_order": "ORDER BY coalesce(r.scope, 'default'), r.subject, r.predicate, {row_fact_order}",
                      "revision_order": ""}
-#: Columns the input may lack that _bf_rows still gives values (see _CANDIDATES_SQL and
-#: _MERGED_SQL): they are not NULL throughout, so they stay in the sort.
+#: Columns the input may lack that _bf_rows still gives values (see candidates and merged in
+#: backfill_checks.sql): they are not NULL throughout, so they stay in the sort.
 _RECOMPUTED = ("valid_from_inferred", "artifacts")
 # Where the fact id is made and what the sort compares. With ids in the input, the id (given
 # or generated) is a sort key, so it is made first. Without, every id is generated and sorts

@@ -1,0 +1,90 @@
+-- tempomem: stage 2 of a backfill (tempomem.backfill.checks): exact repeats loaded once, spans
+-- fixed, fact-level rejections found, over `_bf_checked` (stage 1: every input row parsed, with
+-- its first bad field and, when good, the hash `_h` of its values).
+--
+-- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts), each one
+-- whole statement, run in file order. The columns two rows must share to be exact repeats
+-- (artifacts aside: they are merged) are those of checks.ROW_VALUES, spelled out below.
+
+-- @part nonce
+-- A fresh random number per load ($nonce): generated fact ids are recorded_at plus (nonce +
+-- row), so they are unique in the load, unlikely to meet another load's, and the same each
+-- time the view is read (uuid() would differ between reads).
+CREATE TEMP TABLE _bf_const AS SELECT CAST($nonce AS BIGINT) AS nonce;
+
+-- @part repeated
+-- The hashes shared by more than one row (`_bf_repeated_hashes`, found by the caller).
+CREATE TEMP TABLE _bf_repeated AS SELECT _h FROM _bf_repeated_hashes;
+
+-- @part merged
+-- Exact repeats: rows equal in every normalised column but artifacts share a hash; only the
+-- rows whose hash repeats are grouped in full and merged (artifacts in order of first
+-- appearance). Rows with a unique hash pass through untouched (candidates).
+CREATE TEMP TABLE _bf_merged AS
+SELECT * REPLACE (list_filter(artifacts, lambda a, i: list_position(artifacts, a) = i) AS artifacts)
+FROM (SELECT min(__row) AS __row, fact_id, scope, subject, predicate, object, text, reason, retraction_reason,
+             source, superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at,
+             superseded_at, confidence, weight, valid_from_inferred, embedding, attributes,
+             flatten(list(coalesce(artifacts, []) ORDER BY __row)) AS artifacts
+      FROM _bf_checked SEMI JOIN _bf_repeated USING (_h)
+      GROUP BY ALL);
+
+-- @part candidates
+-- The loadable rows before fact-level checks. An end before its start keeps the end and moves
+-- the start back to it. `fact_id` stays as given (NULL when none): a generated id is made
+-- only where it is needed (tm__fact_id), so that the write can sort the rows before it.
+CREATE TEMP VIEW _bf_candidates AS
+SELECT * REPLACE (
+           CASE WHEN valid_to < valid_from THEN valid_to ELSE valid_from END AS valid_from,
+           coalesce(valid_from_inferred, false) OR valid_from IS NULL OR coalesce(valid_to < valid_from, false)
+               AS valid_from_inferred),
+       coalesce(valid_to < valid_from, false) AS _fixed,
+       valid_from IS NULL AS _no_start
+FROM (SELECT __row, fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source,
+             superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at, superseded_at,
+             confidence, weight, valid_from_inferred, embedding, attributes, artifacts
+      FROM _bf_checked
+      WHERE _h IS NOT NULL AND _h NOT IN (SELECT r._h FROM _bf_repeated r)
+      UNION ALL
+      SELECT __row, fact_id, scope, subject, predicate, object, text, reason, retraction_reason, source,
+             superseded_by, link_type, status, valid_from, valid_to, recorded_at, retracted_at, superseded_at,
+             confidence, weight, valid_from_inferred, embedding, attributes, artifacts
+      FROM _bf_merged) k
+CROSS JOIN _bf_const;
+
+-- @part fact_rejects_table
+-- The fact-level rejections, as the report's rejected rows.
+CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR);
+
+-- @part fact_rejects
+-- Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
+-- belief times and not follow its retraction. A fact_id already in the store is refused:
+-- backfill adds facts, it does not rewrite a stored fact's history. (Only when the input has
+-- fact ids and the load is not replayed: the replay refuses such rows itself.)
+INSERT INTO _bf_fact_rejects
+WITH ordered AS (
+    SELECT r.*,
+           first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
+           lag(r.recorded_at) OVER w AS prev_recorded_at,
+           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
+    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates WHERE fact_id IS NOT NULL) r
+    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
+)
+SELECT __row, 'fact_id', fact_id,
+       CASE WHEN fact_id IN (SELECT e.fact_id FROM _tm_events e)
+                THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
+            WHEN scope || chr(0) || subject || chr(0) || predicate <> first_key
+                THEN 'an earlier row of this fact has another scope, subject or predicate'
+            WHEN recorded_at = prev_recorded_at
+                THEN 'another row of this fact has the same recorded_at'
+            ELSE 'this fact was already retracted at ' || CAST(prev_retracted_at AS VARCHAR) END
+FROM ordered
+WHERE fact_id IN (SELECT e.fact_id FROM _tm_events e)
+   OR scope || chr(0) || subject || chr(0) || predicate <> first_key
+   OR recorded_at = prev_recorded_at
+   OR recorded_at >= prev_retracted_at;
+
+-- @part rows
+-- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).
+CREATE TEMP VIEW _bf_rows AS
+SELECT * FROM _bf_candidates WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f);

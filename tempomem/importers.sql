@@ -1,0 +1,124 @@
+-- tempomem: other memory systems' exports mapped to backfill's input columns (SPEC §11), for
+-- tempomem.sources.
+--
+-- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts), each one
+-- whole statement over `src` (the source's rows as one table, every optional column present,
+-- `__row` its 0-based position). Times given as text are read with the macro tm__text_time(x):
+-- the time grammar of SPEC §2 (timegrammar.TEXT_TIME_MACRO). A source row that becomes two
+-- revisions gives two input rows with the same `fact_id` and `__row`.
+
+-- @part graphiti
+-- Graphiti / Zep edges. Graphiti edits an edge in place: expired_at is when the end became
+-- known. Before it the edge was believed open-ended; from it, closed at invalid_at. Expired
+-- with no invalid_at, it stopped being believed with no end: a retraction.
+WITH e AS (
+    SELECT *, tm__text_time(created_at) AS created_t, tm__text_time(expired_at) AS expired_t,
+           coalesce(source_name, source_node_uuid) AS subject_, coalesce(target_name, target_node_uuid) AS object_,
+           coalesce(episodes, episode_uuids) AS artifacts_
+    FROM src
+),
+believed_open AS (SELECT *, expired_t > created_t AS later_end FROM e)
+SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
+       fact AS text, valid_at AS valid_from,
+       CASE WHEN later_end THEN NULL ELSE invalid_at END AS valid_to,
+       created_at AS recorded_at,
+       CASE WHEN later_end AND invalid_at IS NULL THEN expired_at END AS retracted_at,
+       CASE WHEN later_end AND invalid_at IS NULL THEN 'expired in Graphiti with no invalid_at' END
+           AS retraction_reason,
+       artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid, reference_time
+FROM believed_open
+UNION ALL BY NAME
+SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
+       fact AS text, valid_at AS valid_from, invalid_at AS valid_to, expired_at AS recorded_at,
+       'expired in Graphiti' AS reason, artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
+       reference_time
+FROM believed_open WHERE later_end AND invalid_at IS NOT NULL
+ORDER BY __row, recorded_at;
+
+-- @part graphiti_defaulted
+-- The importer's flag: edges whose valid_at is their episode's reference_time (Graphiti's
+-- default when the text gave no time).
+SELECT 'valid_at_is_reference_time' AS flag, count(*) AS count, min(__row) AS example_row
+FROM (SELECT __row, tm__text_time(valid_at) AS v, tm__text_time(reference_time) AS r FROM src) WHERE v = r
+HAVING count(*) > 0;
+
+-- @part mem0_events
+-- A mem0 history's events with their parsed times, as `events`: what the mapping and the
+-- orphan flag both read (each time parsed once).
+CREATE TEMP TABLE events AS
+WITH h AS (
+    SELECT __row, CAST(coalesce(id, memory_id || ':' || __row) AS VARCHAR) AS eid, CAST(memory_id AS VARCHAR) AS mid,
+           CAST(coalesce(new_memory, new_value) AS VARCHAR) AS memory_text, upper(CAST(event AS VARCHAR)) AS ev,
+           -- the event time: ADD may only have created_at; an UPDATE or DELETE's created_at is the
+           -- memory's creation, so only updated_at (or an old file's timestamp) dates it.
+           CAST(CASE WHEN upper(CAST(event AS VARCHAR)) = 'ADD'
+                     THEN coalesce(updated_at, created_at, "timestamp")
+                     ELSE coalesce(updated_at, "timestamp") END AS VARCHAR) AS event_raw,
+           CAST(actor_id AS VARCHAR) AS actor_id, CAST(role AS VARCHAR) AS role
+    FROM src
+)
+SELECT *, tm__text_time(event_raw) AS event_t FROM h;
+
+-- @part mem0
+-- mem0's events as facts of the key (memory_id, 'memory'), over `events` (mem0_events).
+WITH chain AS (
+    SELECT *, lead(ev) OVER w AS next_ev, lead(event_t) OVER w AS next_t, lead(eid) OVER w AS next_id,
+           lag(ev) OVER w IN ('ADD', 'UPDATE') AS follows_belief
+    FROM events WHERE event_t IS NOT NULL AND ev IN ('ADD', 'UPDATE', 'DELETE')
+    WINDOW w AS (PARTITION BY mid ORDER BY event_t, CASE ev WHEN 'ADD' THEN 0 WHEN 'UPDATE' THEN 1 ELSE 2 END, __row)
+),
+opened AS (
+    -- A belief opened while another value was believed starts at the event (inferred), as
+    -- the write path would place it; otherwise its start is unknown.
+    SELECT *, CASE WHEN coalesce(follows_belief, false) THEN event_t END AS start_t
+    FROM chain WHERE ev IN ('ADD', 'UPDATE')
+)
+SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
+       start_t AS valid_from, true AS valid_from_inferred, event_raw AS recorded_at,
+       CASE WHEN next_ev = 'DELETE' OR next_t = event_t THEN next_t END AS retracted_at,
+       CASE WHEN next_ev = 'DELETE' THEN 'deleted in mem0'
+            WHEN next_t = event_t THEN 'replaced by mem0 event ' || next_id || ' at the same instant' END
+           AS retraction_reason,
+       CAST(NULL AS VARCHAR) AS superseded_by, CAST(NULL AS VARCHAR) AS status,
+       CAST(NULL AS TIMESTAMPTZ) AS valid_to, CAST(NULL AS VARCHAR) AS reason, ev AS mem0_event, actor_id, role
+FROM opened
+UNION ALL BY NAME
+-- the next ADD/UPDATE closes this value where it begins: a supersession, learned then (the
+-- time written in full ISO form, which the check reads on its fast path; DuckDB's own text
+-- form, '+00' for the offset, takes the grammar's slow one)
+SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
+       start_t AS valid_from, true AS valid_from_inferred,
+       strftime(next_t, '%Y-%m-%dT%H:%M:%S.%fZ') AS recorded_at,
+       next_t AS valid_to, next_id AS superseded_by, 'superseded' AS status,
+       'updated in mem0 by event ' || next_id AS reason, ev AS mem0_event, actor_id, role
+FROM opened WHERE next_ev IN ('ADD', 'UPDATE') AND next_t > event_t
+UNION ALL BY NAME
+-- ADD/UPDATE events without a readable time: backfill rejects them and says why
+SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
+       event_raw AS recorded_at, ev AS mem0_event, actor_id, role
+FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE')
+ORDER BY __row, recorded_at;
+
+-- @part mem0_orphans
+-- The importer's flag: a DELETE with no value to delete, an unknown event, or a DELETE whose
+-- time cannot be read.
+SELECT 'unmatched_mem0_event' AS flag, count(*) AS count, min(__row) AS example_row
+FROM (SELECT __row, ev, lag(ev) OVER (PARTITION BY mid ORDER BY event_t, __row) AS prev, event_t FROM events)
+WHERE (ev = 'DELETE' AND (prev IS NULL OR prev = 'DELETE'))
+   OR ev NOT IN ('ADD', 'UPDATE', 'DELETE') OR ev IS NULL
+   OR (ev = 'DELETE' AND event_t IS NULL)
+HAVING count(*) > 0;
+
+-- @part sqlite4ts
+-- A four-timestamp SQLite table (times as epoch seconds, read with epoch_unit='s').
+SELECT f.__row, CAST(f.id AS VARCHAR) AS fact_id, f.scope, f.subject, f.predicate, f.object, f.text,
+       f.valid_from, f.valid_to, f.asserted_at AS recorded_at, f.retracted_at, f.source, f.confidence,
+       f.valid_from_inferred,
+       -- `supersedes` on the newer fact names the older one: the older one's superseded_by,
+       -- known from when the newer one was asserted.
+       CAST(n.id AS VARCHAR) AS superseded_by, n.asserted_at AS superseded_at_epoch
+FROM src f
+LEFT JOIN (SELECT DISTINCT ON (supersedes) id, supersedes, asserted_at FROM src
+           WHERE supersedes IS NOT NULL ORDER BY supersedes, asserted_at, id) n
+       ON CAST(n.supersedes AS VARCHAR) = CAST(f.id AS VARCHAR)
+ORDER BY f.__row;
