@@ -3,7 +3,8 @@
     python benchmarks/bench_writes.py replay --keys 1000000          # 10M-row log, resolve=True vs False
     python benchmarks/bench_writes.py replay --keys 1000000 --heavy 100000   # one key holds 100k rows
     python benchmarks/bench_writes.py many --store 10000000          # assert_many of 100k rows
-    python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50, bare Delta append
+    python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50 (and a new process's
+                                                                     # first), bare Delta append
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
     python benchmarks/bench_writes.py importers --rows 1000000       # mem0 / Graphiti vs generic backfill
 
@@ -187,7 +188,9 @@ def _fact_latency(folder: str, keys: int, calls: int) -> dict[str, float]:
         started = time.perf_counter()
         mem.assert_fact(**row)
         times.append(time.perf_counter() - started)
-    return {"p50_ms": statistics.median(times) * 1000, "p90_ms": sorted(times)[int(calls * 0.9)] * 1000}
+    # the first call of a process binds the engine's connection: what a CLI `assert` pays
+    return {"p50_ms": statistics.median(times[1:]) * 1000, "p90_ms": sorted(times[1:])[int(calls * 0.9) - 1] * 1000,
+            "first_ms": times[0] * 1000}
 
 
 def _bare_latency(folder: str, calls: int) -> dict[str, float]:
@@ -205,6 +208,8 @@ def fact(args: argparse.Namespace) -> None:
         print(f"store: {args.store:,} revisions; {args.calls} assert_fact calls on random existing keys, per run")
         print(f"assert_fact p50 {_median(runs, 'p50_ms'):.1f} ms, p90 {_median(runs, 'p90_ms'):.1f} ms; "
               f"bare one-row Delta append p50 {_median(floor, 'p50_ms'):.1f} ms, p90 {_median(floor, 'p90_ms'):.1f} ms")
+        print(f"a new process's first assert_fact: {_median(runs, 'first_ms'):.1f} ms "
+              f"(runs {_runs(runs, 'first_ms', 1)}); its later calls' p50 above")
 
 
 def _threads(folder: str, threads: int, per: int) -> dict[str, float]:
