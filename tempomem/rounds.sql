@@ -224,11 +224,13 @@ SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
 SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round
 WHERE e.status <> 'retracted';
 
+-- stored in round order, so that each round's `round = $round` skips the others' row groups
 CREATE OR REPLACE TEMP TABLE _tm_ops AS
 SELECT o.* REPLACE (CAST(o.round - coalesce(t.taken, 0) AS INTEGER) AS round)
 FROM _tm_ops AS o
 LEFT JOIN (SELECT x.k, count(*) AS taken FROM _tm_x AS x GROUP BY x.k) AS t ON t.k = o.k
-WHERE o.round > coalesce(t.taken, 0);
+WHERE o.round > coalesce(t.taken, 0)
+ORDER BY round;
 
 -- Facts of keys with no operation left can change no more: the rounds need only the others.
 CREATE OR REPLACE TEMP TABLE _tm_state AS
