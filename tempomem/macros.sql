@@ -723,13 +723,11 @@ SELECT s.* FROM tm_sequenced(from_at, to_at, every, believed_at := believed_at) 
 ORDER BY s.bin_from, s.scope, s.subject, s.predicate, s.object, s.fact_id;
 
 -- coalesced's input: the facts believed at `believed_at` with a non-empty valid interval, and
--- `value_hash`, a hash of their value (scope, subject, predicate, object). Equal values have
--- equal hashes; two values may share one too, which costs time, never an answer (below). A
--- table macro, not a CTE of coalesced: DuckDB writes a CTE that is read three times into one
--- buffer before reading it, where each call of a macro is a scan of its own, in parallel (at 10M
--- revisions the query took twice as long with the CTE, for the same CPU).
+-- hashes of their key (scope, subject, predicate) and value (key and object). Equal keys or
+-- values hash alike; unequal ones may too, which costs time, never an answer (below).
 CREATE OR REPLACE MACRO tm_coalesce_input(believed_at) AS TABLE
-SELECT f.*, hash(f.scope, f.subject, f.predicate, f.object) AS value_hash
+SELECT f.*, hash(f.scope, f.subject, f.predicate) AS key_hash,
+       hash(f.scope, f.subject, f.predicate, f.object) AS value_hash
 FROM tm_believed(believed_at) AS f
 WHERE NOT tm_is_empty(f.valid_from, f.valid_to);
 
@@ -738,29 +736,36 @@ WHERE NOT tm_is_empty(f.valid_from, f.valid_to);
 -- (Teradata's NORMALIZE ON MEETS OR OVERLAPS), never across a gap. `facts` counts the merged
 -- facts, `fact_ids` lists them by valid_from (NULL first), then fact_id. Ordered by scope,
 -- subject, predicate, valid_from (NULL first), object.
---
--- A value held by one fact is one period as it is, and that is nearly every value: the write
--- path merges a repeated assertion that overlaps the fact it repeats, so only values that ended
--- and became true again, or backfilled duplicates, have several facts. So the facts are counted
--- per value hash, a single integer (grouping by the four strings, keeping min(fact_id) and the
--- bounds of each group, made the whole query take a third more CPU), and a fact whose hash no
--- other fact has is a period by itself. The facts of shared hashes, which include every value
--- of several facts (and now and then two values of one fact each that hash alike), go through
--- gaps and islands by their value itself; their windows sort each value's facts, which for
--- every fact would cost twice the rest of the query.
--- Gaps and islands: in start order, a fact opens a new period unless an earlier fact of the
--- same value reaches its start (ends at or after it, or never ends; an unknown start is
--- reached by any earlier fact, since those start at minus infinity too). `reach` looks at
--- every earlier fact, not just the previous one, which may lie inside a longer one and end
--- sooner. The running count of openings numbers the periods.
+-- A value held by one fact is one period as it is, and that is nearly every value (the write
+-- path merges a repeated assertion that overlaps the fact it repeats). Finding the values of
+-- several facts is what costs: counting per value is a hash aggregate of one group per fact,
+-- each a cache miss. Counting per key is nearly free (a key's facts arrive together), and a key
+-- can prove its values all differ: each fact sets the bit of a 63-bit mask picked by its value
+-- hash, so if a mask has as many bits set as the key has facts, no two values are equal (two
+-- masks, from different bits of the hash). Only `crowded` keys, those with a repeated value
+-- and some 2% of keys of five values whose bits collide, have their facts counted per value.
+-- The facts of a shared hash go through gaps and islands by their value itself. `believed` is
+-- read four times; DuckDB materializes it once, so the files are read once.
+-- Gaps and islands: in start order, a fact opens a period unless an earlier fact of its value
+-- reaches its start (ends at or after it, or never ends; an unknown start is reached by any
+-- earlier fact). `reach` looks at every earlier fact, not just the previous one, which may lie
+-- inside a longer one and end sooner. The running count of openings numbers the periods.
 CREATE OR REPLACE MACRO coalesced(believed_at := NULL) AS TABLE
-WITH shared AS (        -- the value hashes of more than one fact
-    SELECT b.value_hash FROM tm_coalesce_input(believed_at) AS b
+WITH believed AS (SELECT i.* FROM tm_coalesce_input(believed_at) AS i),
+crowded AS (            -- the keys whose facts may not all have different values
+    SELECT b.key_hash FROM believed AS b
+    GROUP BY b.key_hash
+    HAVING bit_count(bit_or(CAST(1 AS BIGINT) << CAST(b.value_hash % 63 AS INTEGER))) < count(*)
+       AND bit_count(bit_or(CAST(1 AS BIGINT) << CAST((b.value_hash // 63) % 63 AS INTEGER))) < count(*)
+),
+shared AS (             -- the value hashes of more than one fact (all of them are in crowded keys)
+    SELECT b.value_hash FROM believed AS b
+    WHERE b.key_hash IN (SELECT c.key_hash FROM crowded AS c)
     GROUP BY b.value_hash
     HAVING count(*) > 1
 ),
 several AS (            -- their facts
-    SELECT b.* FROM tm_coalesce_input(believed_at) AS b
+    SELECT b.* FROM believed AS b
     WHERE b.value_hash IN (SELECT s.value_hash FROM shared AS s)
 ),
 reached AS (
@@ -785,7 +790,7 @@ numbered AS (
 periods AS (
     SELECT b.scope, b.subject, b.predicate, b.object, b.valid_from, b.valid_to, CAST(1 AS BIGINT) AS facts,
            [b.fact_id] AS fact_ids
-    FROM tm_coalesce_input(believed_at) AS b
+    FROM believed AS b
     WHERE b.value_hash NOT IN (SELECT s.value_hash FROM shared AS s)
     UNION ALL
     SELECT n.scope, n.subject, n.predicate, n.object,

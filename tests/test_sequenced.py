@@ -286,23 +286,32 @@ def test_coalesced_fact_ids_by_start_unknown_first_then_id_and_open_ends(mem):
     assert rows(mem.coalesced(subject="svc", predicate="type", scope="default"), ["facts"]) == [(5,)]
 
 
-def test_values_whose_hashes_collide_are_still_coalesced_apart(mem):
-    """coalesced takes a fact whose value hash no other fact has as a period by itself; facts of a
-    shared hash go through gaps and islands by their value. With every hash made equal, the
-    answer is the same."""
+@pytest.mark.parametrize("hashes", [
+    "42 AS key_hash, 42 AS value_hash",                                             # everything collides
+    "42 AS key_hash, hash(f.scope, f.subject, f.predicate, f.object) AS value_hash",  # every key in one
+    "hash(f.scope, f.subject, f.predicate) AS key_hash, 42 AS value_hash",          # every value in one
+])
+def test_values_whose_hashes_collide_are_still_coalesced_apart(mem, hashes):
+    """coalesced takes a fact as a period by itself when its key proves its values all differ
+    (one mask bit per value hash) or its value hash is no other fact's; facts of a shared hash go
+    through gaps and islands by their value. With keys or values made to hash alike, the answer
+    is the same."""
     load(mem, [f("a1", "A", "2024-01-01", "2024-01-03"), f("a2", "A", "2024-01-03", "2024-01-04"),
                f("b", "B", "2024-01-02", "2024-01-05"), f("c1", "C", "2024-01-01", "2024-01-02"),
-               f("c2", "C", "2024-01-03"), f("d", "D", None, "2024-01-02")])
-    expected = [("svc", "D", None, t("2024-01-02"), 1, ["d"]),
+               f("c2", "C", "2024-01-03"), f("d", "D", None, "2024-01-02"),
+               {"fact_id": "e", "subject": "other", "object": "A", "valid_from": "2024-01-02",
+                "recorded_at": "2024-01-01"}])
+    expected = [("other", "A", t("2024-01-02"), None, 1, ["e"]),
+                ("svc", "D", None, t("2024-01-02"), 1, ["d"]),
                 ("svc", "A", t("2024-01-01"), t("2024-01-04"), 2, ["a1", "a2"]),
                 ("svc", "C", t("2024-01-01"), t("2024-01-02"), 1, ["c1"]),
                 ("svc", "B", t("2024-01-02"), t("2024-01-05"), 1, ["b"]),
                 ("svc", "C", t("2024-01-03"), None, 1, ["c2"])]
     assert rows(mem.coalesced(), CO) == expected
     con = mem.connect()
-    con.execute("""CREATE OR REPLACE MACRO tm_coalesce_input(believed_at) AS TABLE
-                   SELECT f.*, 42 AS value_hash FROM tm_believed(believed_at) AS f
-                   WHERE NOT tm_is_empty(f.valid_from, f.valid_to)""")
+    con.execute(f"""CREATE OR REPLACE MACRO tm_coalesce_input(believed_at) AS TABLE
+                    SELECT f.*, {hashes} FROM tm_believed(believed_at) AS f
+                    WHERE NOT tm_is_empty(f.valid_from, f.valid_to)""")
     assert rows(con.sql("SELECT * FROM coalesced()").pl(), CO) == expected
 
 
