@@ -13,9 +13,7 @@
 --   * a NULL lo is minus infinity (an unknown start), a NULL hi plus infinity (still true).
 --   * an interval with lo >= hi is empty: it contains no instant and overlaps nothing.
 -- The macros use plain SQL (CASE, comparisons, windows) so they port to Spark SQL.
---
--- The file has two parts: `intervals` needs no view (the write engine loads it alone, for
--- rounds.sql), `views` reads `revisions` and `facts`.
+-- Two parts: `intervals` needs no view (the write engine loads it alone), `views` does.
 
 -- @part intervals
 -- ============================================================================================
@@ -82,7 +80,6 @@ CREATE OR REPLACE MACRO tm_allen(a_lo, a_hi, b_lo, b_hi) AS CASE
         CASE WHEN tm__cmp_ends(a_hi, b_hi) < 0 THEN 'during' ELSE 'overlapped_by' END
     END;
 
-
 -- @part views
 -- ============================================================================================
 -- The three query forms
@@ -110,7 +107,6 @@ CREATE OR REPLACE MACRO as_believed(valid_at, believed_at) AS TABLE
       AND status <> 'erased'
       AND tm_contains(valid_from, valid_to, CAST(valid_at AS TIMESTAMPTZ));
 
-
 -- ============================================================================================
 -- Audit views: retracted and erased facts included, labelled by `status`
 -- ============================================================================================
@@ -127,7 +123,6 @@ CREATE OR REPLACE MACRO timeline(subject) AS TABLE
     SELECT * FROM revisions r
     WHERE r.subject = subject
     ORDER BY r.recorded_at, r.fact_id, r.revision;
-
 
 -- ============================================================================================
 -- Invariants (check()): one row per problem, (kind, fact_id, detail)
@@ -176,7 +171,6 @@ UNION ALL
 SELECT 'recorded_after_ingested', fact_id,
        format('revision {}: recorded_at {} is after ingested_at {}', revision, recorded_at, ingested_at)
 FROM revisions WHERE recorded_at > ingested_at;
-
 
 -- ============================================================================================
 -- memory_diff(from_at, to_at): what the store learned in the belief window [from_at, to_at)
@@ -322,7 +316,6 @@ UNION ALL BY NAME SELECT * FROM new_entities
 UNION ALL BY NAME
 SELECT * FROM forgotten AS g
 WHERE tm_contains(CAST(from_at AS TIMESTAMPTZ), CAST(to_at AS TIMESTAMPTZ), g.event_at);
-
 
 -- ============================================================================================
 -- Recall and traversal in time (issue 7)
@@ -540,7 +533,6 @@ JOIN facts AS f ON f.fact_id = c.fact_id AND f.status NOT IN ('retracted', 'eras
 LEFT JOIN learned AS l ON l.fact_id = c.fact_id AND l.change = c.change
 CROSS JOIN bounds AS b
 ORDER BY d.depth, d.entity, c.changed_at, c.fact_id, c.change;
-
 
 -- ============================================================================================
 -- Sequenced analytics (SPEC §12): the valid-time history of one belief, on bins or coalesced
