@@ -26,6 +26,10 @@ from .schema import EVENT_SCHEMA, PREVIOUS_COLUMNS
 
 T = TypeVar("T")
 
+#: The bytes of decoded row groups a point reader keeps (``keyindex._Groups``): a 16k-row group of
+#: a fold is ~2 MB decoded, so ~60 groups, ~1M revisions about the subjects last asked about and
+#: their neighbours in key order. Decoding a group is most of a point read that misses.
+CACHE_BYTES = 128 << 20
 #: The name the point connection reads the subject's rows under.
 _ROWS = "_tm_subject_rows"
 #: The point connections a forked child inherited, kept there and never destroyed: a DuckDB
@@ -40,7 +44,7 @@ class PointReader:
     """Runs a query function over one subject's rows (one per :class:`~tempomem.reader.Reader`)."""
 
     def __init__(self) -> None:
-        self._index = KeyIndex()
+        self._index = KeyIndex(cache_bytes=CACHE_BYTES)
         self._cons: dict[bool, duckdb.DuckDBPyConnection] = {}
         self._pid = os.getpid()
 
