@@ -172,7 +172,8 @@ def test_a_point_read_reads_only_the_row_groups_of_its_subject(store_path, clock
     assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
     decoded = [r for r in read if r[2] > 3]
     assert len(decoded) == 1  # one group of 2 rows, of 10, decoded whole
-    # asked again: the group is kept decoded (a kept group is never read from its file again)
+    # asked again, the group is kept decoded; from then on it is never read from its file again
+    assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
     with monkeypatch.context() as patched:
         patched.setattr(keyindex._File, "source", lambda *a: pytest.fail("a kept group was read again"))
         assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
