@@ -11,10 +11,15 @@ the keys and of the subjects it holds; for a larger one (sorted by key: a backfi
 row group's min/max of ``scope``, ``subject`` and ``predicate`` from its Parquet footer. A hash
 that collides, or a row group without those statistics, is read for nothing: the index can only
 make a read smaller, never miss a row.
+
+A point reader also keeps the row groups it decoded (:class:`_Groups`): a subject asked about
+again, or one beside it in key order, is then found without decoding anything. For the same
+reason (files never change once written) a kept group can never be stale.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,10 +33,15 @@ from .schema import EVENT_SCHEMA
 
 Key = tuple[str, str, str]
 _KEY_COLUMNS = ["scope", "subject", "predicate"]
+_KEY_TUPLE = tuple(_KEY_COLUMNS)
 #: A file of at most this many rows is indexed by the hashes of its keys (8 bytes a row), not
 #: by statistics: a commit's file, or a merge of many, has statistics spanning unrelated subjects.
 _HASHED_FILE_ROWS = 65_536
 _SEPARATOR = "\x1f"
+#: How many groups read once :class:`_Groups` remembers, to keep them when read again.
+_SEEN_GROUPS = 4096
+#: Made once: pyarrow takes ~0.25 ms to make an empty table of the schema, a tenth of a point read.
+_NO_ROWS = EVENT_SCHEMA.empty_table()
 _STRINGS = {f.name for f in EVENT_SCHEMA if f.type == pa.string()}
 
 
@@ -115,18 +125,66 @@ def _holds(hashes: np.ndarray, wanted: np.ndarray) -> bool:
     return bool((hashes[at] == wanted).any())
 
 
-class KeyIndex:
-    """The rows of given keys in given files, reading only the row groups that can hold them."""
+class _Groups:
+    """Decoded row groups by (file, group, columns), the least recently used dropped past
+    ``budget`` bytes; with no budget, nothing is kept.
 
-    def __init__(self) -> None:
+    A group is kept from its second read on. Memory new to the process costs: while the cache
+    fills, keeping a group read once made that read ~1.5-4.5 ms slower at 10M (pyarrow's mimalloc
+    zeroing fresh pages), and most groups a sweep of subjects reads are never read again, so
+    they would also push out the groups that are."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._kept: OrderedDict[tuple[str, int, tuple[str, ...]], pa.Table] = OrderedDict()
+        self._bytes = 0
+        self._seen: OrderedDict[tuple[str, int, tuple[str, ...]], None] = OrderedDict()  # read once
+
+    def read(self, path: str, entry: _File, group: int, columns: tuple[str, ...]) -> pa.Table:
+        key = (path, group, columns)
+        table = self._kept.get(key)
+        if table is not None:
+            self._kept.move_to_end(key)
+            return table
+        # one reader thread: for one row group a pool's start-up costs more than it saves
+        table = _plain(entry.source(path).read_row_group(group, columns=list(columns), use_threads=False))
+        if not 0 < table.nbytes <= self.budget:
+            return table
+        if key in self._seen:  # read before: keep it
+            del self._seen[key]
+            self._kept[key] = table
+            self._bytes += table.nbytes
+            while self._bytes > self.budget:
+                self._bytes -= self._kept.popitem(last=False)[1].nbytes
+        else:
+            self._seen[key] = None
+            if len(self._seen) > _SEEN_GROUPS:
+                self._seen.popitem(last=False)
+        return table
+
+    def forget(self, gone: set[str]) -> None:
+        """Drop the groups of files that left the table (their paths are never reused, but the
+        memory is better spent on the files that are read)."""
+        for key in [k for k in self._kept if k[0] in gone]:
+            self._bytes -= self._kept.pop(key).nbytes
+        for key in [k for k in self._seen if k[0] in gone]:
+            del self._seen[key]
+
+
+class KeyIndex:
+    """The rows of given keys in given files, reading only the row groups that can hold them;
+    ``cache_bytes`` of the row groups decoded are kept (:class:`_Groups`)."""
+
+    def __init__(self, cache_bytes: int = 0) -> None:
         self._files: dict[str, _File] = {}
+        self._groups = _Groups(cache_bytes)
 
     def rows(self, files: Sequence[str], keys: Iterable[Key]) -> pa.Table:
         """Every row (``EVENT_SCHEMA``) of ``keys`` in ``files``, in no particular order."""
         keys = list(keys)
         wanted = pa.array([_SEPARATOR.join(k) for k in keys], pa.string())
         wanted_hashes = _hashes(wanted)
-        parts = [EVENT_SCHEMA.empty_table()]
+        parts = [_NO_ROWS]
         for path, entry in self._entries(files):
             if entry.hashes is not None:
                 groups = entry.groups() if _holds(entry.hashes, wanted_hashes) else []
@@ -136,10 +194,9 @@ class KeyIndex:
                     may |= np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in zip(_KEY_COLUMNS, key,
                                                                                             strict=True)])
                 groups = np.flatnonzero(may)
-            if len(groups):
-                source = entry.source(path)
-                keys_read = source.read_row_groups(list(groups), columns=_KEY_COLUMNS, use_threads=False)
-                parts.append(_found(source, list(groups), pc.is_in(_joined(keys_read), wanted), EVENT_SCHEMA.names))
+            for group in groups:
+                keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
+                parts.append(self._found(path, entry, group, pc.is_in(_joined(keys_read), wanted), EVENT_SCHEMA.names))
         return pa.concat_tables(parts)
 
     def subject_rows(self, files: Sequence[str], subject: str, *, scope: str | None = None,
@@ -156,7 +213,7 @@ class KeyIndex:
         given = {c: v for c, v in given.items() if v is not None}
         wanted = None
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
-        parts = [EVENT_SCHEMA.empty_table()]
+        parts = [_NO_ROWS]
         for path, entry in self._entries(files):
             if entry.subjects is not None:
                 wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
@@ -164,18 +221,36 @@ class KeyIndex:
             else:
                 may = np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in given.items()])
                 groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
-            if len(groups):
-                source = entry.source(path)
-                keys_read = source.read_row_groups(list(groups), columns=list(given), use_threads=False)
-                found = np.logical_and.reduce([pc.fill_null(pc.equal(keys_read[c].cast(pa.string()), v), False)
-                                               .to_numpy(zero_copy_only=False) for c, v in given.items()])
-                parts.append(_found(source, list(groups), found, columns))
+            for group in groups:
+                keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
+                found = np.logical_and.reduce([_equal(keys_read[c], v) for c, v in given.items()])
+                parts.append(self._found(path, entry, group, found, columns))
         return pa.concat_tables(parts)
+
+    def _found(self, path: str, entry: _File, group: int, found: pa.Array | pa.ChunkedArray | np.ndarray,
+               columns: list[str]) -> pa.Table:
+        """The rows of ``group`` where ``found`` is true, as ``EVENT_SCHEMA`` (columns not in
+        ``columns`` NULL). The group is decoded only when it holds one of them (a group whose
+        statistics span the rows sought, such as the one where a fold's two parts meet, often holds none)."""
+        found = np.asarray(found.to_numpy(zero_copy_only=False) if isinstance(found, (pa.Array, pa.ChunkedArray))
+                           else found, dtype=bool)
+        at = np.flatnonzero(found)
+        if not len(at):
+            return _NO_ROWS
+        rows = _rows_at(self._groups.read(path, entry, group, tuple(columns)), at)
+        # dictionaries become the schema's strings on the few rows found, not on the group
+        kept = set(columns)
+        return pa.table([(rows[f.name].cast(f.type) if pa.types.is_dictionary(rows.schema.field(f.name).type)
+                          else rows[f.name]) if f.name in kept else pa.nulls(rows.num_rows, f.type)
+                         for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
 
     def _entries(self, files: Sequence[str]) -> Iterable[tuple[str, _File]]:
         listed = set(files)
-        for gone in [f for f in self._files if f not in listed]:
-            del self._files[gone]
+        gone = {f for f in self._files if f not in listed}
+        for path in gone:
+            del self._files[path]
+        if gone:
+            self._groups.forget(gone)
         for path in files:
             yield path, self._files.get(path) or self._index(path)
 
@@ -194,23 +269,32 @@ class KeyIndex:
         return entry
 
 
-def _found(source: pq.ParquetFile, groups: list[int], found: pa.Array | pa.ChunkedArray,
-           columns: list[str]) -> pa.Table:
-    """The rows of ``groups`` where ``found`` is true, as ``EVENT_SCHEMA`` (columns not in
-    ``columns`` NULL). Only the groups holding one of them are decoded (a group whose statistics
-    span the rows sought, such as the one where a fold's two parts meet, often holds none)."""
-    found = np.asarray(found.to_numpy(zero_copy_only=False) if isinstance(found, (pa.Array, pa.ChunkedArray))
-                       else found, dtype=bool)
-    ends = np.cumsum([source.metadata.row_group(g).num_rows for g in groups])
-    starts = ends - [source.metadata.row_group(g).num_rows for g in groups]
-    holding = [i for i, (lo, hi) in enumerate(zip(starts, ends, strict=True)) if found[lo:hi].any()]
-    if not holding:
-        return EVENT_SCHEMA.empty_table()
-    mask = np.concatenate([found[starts[i]:ends[i]] for i in holding])
-    # one reader thread: for a row group or two a pool's start-up costs more than it saves
-    read = source.read_row_groups([groups[i] for i in holding], columns=columns, use_threads=False)
-    # a file deltalake wrote reads as string views, which pyarrow cannot filter: plain types first
-    rows = pa.table({f.name: read[f.name] if pa.types.is_dictionary(read.schema.field(f.name).type)
-                     else read[f.name].cast(f.type) for f in EVENT_SCHEMA if f.name in columns}).filter(mask)
-    return pa.table([rows[f.name].cast(f.type) if f.name in columns else pa.nulls(rows.num_rows, f.type)
-                     for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+def _equal(column: pa.ChunkedArray, value: str) -> np.ndarray:
+    """Where a key column as read equals ``value`` (NULL: false). A dictionary is compared by its
+    codes, without decoding the group's strings."""
+    parts = [np.zeros(0, dtype=bool)]
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            same = pc.fill_null(pc.equal(chunk.dictionary, value), False)
+            codes = np.flatnonzero(same.to_numpy(zero_copy_only=False))
+            indices = pc.fill_null(chunk.indices, -1).to_numpy()
+            # a value is once in a dictionary, but nothing says a writer cannot repeat it
+            parts.append(indices == codes[0] if len(codes) == 1 else np.isin(indices, codes))
+        else:
+            parts.append(pc.fill_null(pc.equal(chunk, value), False).to_numpy(zero_copy_only=False))
+    return np.concatenate(parts)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with the schema's types, dictionaries left as they are: a file deltalake wrote
+    reads as string views, of which pyarrow cannot take rows."""
+    target = pa.schema([f if pa.types.is_dictionary(f.type) else EVENT_SCHEMA.field(f.name) for f in table.schema])
+    return table if target == table.schema else table.cast(target)
+
+
+def _rows_at(table: pa.Table, at: np.ndarray) -> pa.Table:
+    """The rows of ``table`` at the sorted positions ``at``: a slice when they are contiguous, as
+    a key's rows are in a file sorted by key, so that nothing is copied."""
+    if len(at) and at[-1] - at[0] + 1 == len(at):
+        return table.slice(int(at[0]), len(at))
+    return table.take(pa.array(at))

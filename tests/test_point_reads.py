@@ -1,10 +1,11 @@
 """Point reads (tempomem.pointread) and the folded views (folded.sql) never change an answer.
 
 Random stores take random commits (assertions, batches, invalidations, corrections, erasures,
-backfills, embeddings, folds and compactions); after each step every query form that names a subject is
-asked with the point path on and off, and a fully folded store's views are compared with
-those of revisions.sql. Small files are indexed by hashes, so some runs index every file by
-its statistics, in row groups of a few rows, to exercise that path too.
+backfills, embeddings, folds and compactions); after each step every query form that names a
+subject is asked with the point path on and off (the point path keeping decoded row groups
+across steps), and a fully folded store's views are compared with those of revisions.sql.
+Small files are indexed by hashes, so some runs index every file by its statistics, in row
+groups of a few rows, to exercise that path too.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def test_point_reads_and_folded_views_never_change_an_answer(store_path, clock, 
         mem._storage.fold()
     _same_with_and_without_point_reads(mem, clock, rng)
     _folded_views_answer_as_revisions_sql(mem, clock, rng, folded=True)
+    # the point reads above went through row groups kept decoded across the commits (keyindex._Groups)
+    assert mem.reader._points._index._groups._kept
 
 
 def test_a_point_read_reads_only_the_row_groups_of_its_subject(store_path, clock, monkeypatch):
@@ -163,10 +166,17 @@ def test_a_point_read_reads_only_the_row_groups_of_its_subject(store_path, clock
     with mem._engine.exclusive():
         mem._storage.fold()
     read = []
-    monkeypatch.setattr(keyindex, "_found", lambda source, groups, found, columns, real=keyindex._found:
-                        read.append(len(groups)) or real(source, groups, found, columns))
+    real = keyindex._Groups.read
+    monkeypatch.setattr(keyindex._Groups, "read", lambda self, path, entry, group, columns:
+                        read.append((path, group, len(columns))) or real(self, path, entry, group, columns))
     assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
-    assert read == [1]  # one group of 2 rows, of 10
+    decoded = [r for r in read if r[2] > 3]
+    assert len(decoded) == 1  # one group of 2 rows, of 10, decoded whole
+    # asked again, the group is kept decoded; from then on it is never read from its file again
+    assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
+    with monkeypatch.context() as patched:
+        patched.setattr(keyindex._File, "source", lambda *a: pytest.fail("a kept group was read again"))
+        assert mem.as_of(clock.now, "s07")["object"].to_list() == ["7"]
     assert mem.as_of(clock.now, "nobody").height == 0
     assert pl.DataFrame(mem.history("s07")).height == 1
     assert sql_file("folded.sql")  # shipped with the package
