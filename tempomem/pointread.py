@@ -85,7 +85,10 @@ class PointReader:
             con = new_connection()
             # one thread: the work of a subject's rows is planning, which a second thread only waits on
             con.execute("SET threads = 1")
-            con.execute(f"SET disabled_optimizers = '{_SKIPPED_OPTIMIZERS}'")
+            try:
+                con.execute("SET disabled_optimizers = $names", {"names": _SKIPPED_OPTIMIZERS})
+            except duckdb.Error:  # a DuckDB that renamed a pass: every pass runs, the answers are the same
+                pass
             con.register("_tm_events", _EMPTY)
             con.execute("CREATE VIEW _tm_fresh_events AS SELECT * FROM _tm_events")
             con.execute(sql_file("revisions.sql"))
