@@ -2,8 +2,10 @@
 
     python benchmarks/profile_backfill.py --rows 1000000          # the bench_backfill input
     python benchmarks/profile_backfill.py --rows 1000000 --explain # plus EXPLAIN ANALYZE per statement
+    python benchmarks/profile_backfill.py --rows 1000000 --resolve # a replay of bench_writes' log
 
-Generates the same input as ``bench_backfill.py``, then runs one backfill in this process with
+Generates the same input as ``bench_backfill.py`` (with ``--resolve``, ``bench_writes.py``'s replay
+log, 10 rows a key, replayed with ``resolve=True``), then runs one backfill in this process with
 its DuckDB connection wrapped so that each statement's wall time and process CPU time (user +
 system, all threads) are printed, slowest first. CPU seconds are the steadier figure on a shared
 machine. ``--explain`` also prints DuckDB's per-operator profile (the ``EXPLAIN ANALYZE`` tree) of
@@ -22,6 +24,7 @@ from typing import Any
 
 import duckdb
 from bench_backfill import _GENERATE
+from bench_writes import generate_log
 
 
 def _cpu() -> float:
@@ -71,23 +74,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--resolve", action="store_true")
     args = parser.parse_args()
 
     import tempomem as tm
-    from tempomem import store
+    from tempomem.backfill import pipeline
 
     with tempfile.TemporaryDirectory(prefix="tm-profile-") as tmp:
         source = str(Path(tmp) / "input.parquet")
-        duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
-        mem = tm.open(Path(tmp) / "store", create=True)
+        if args.resolve:
+            generate_log(Path(source), max(args.rows // 10, 1), 10)
+        else:
+            duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
+        mem = tm.open(Path(tmp) / "store", create=True, predicates={"works_on": "multi"})
         log: list[tuple[str, float, float, str | None]] = []
         explain_dir = tmp if args.explain else None
-        connect = store.Memory.connect
-        store.Memory.connect = lambda self: _Timed(connect(self), log, explain_dir)  # type: ignore[method-assign]
+        # the load's own connection (backfill/pipeline.py), wrapped
+        connect = pipeline.new_connection
+        pipeline.new_connection = lambda: _Timed(connect(), log, explain_dir)  # type: ignore[assignment]
         start, cpu = time.perf_counter(), _cpu()
-        report = mem.backfill(source)
+        report = mem.backfill(source, resolve=args.resolve)
         total, total_cpu = time.perf_counter() - start, _cpu() - cpu
-        store.Memory.connect = connect  # type: ignore[method-assign]
+        pipeline.new_connection = connect
         print(f"{args.rows:,} rows: {total:.2f}s wall, {total_cpu:.2f}s cpu, loaded {report.loaded:,}; "
               f"load average {os.getloadavg()[0]:.1f}")
         rest_wall, rest_cpu = total - sum(r[1] for r in log), total_cpu - sum(r[2] for r in log)
