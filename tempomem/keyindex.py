@@ -40,8 +40,9 @@ _HASHED_FILE_ROWS = 65_536
 _SEPARATOR = "\x1f"
 #: How many groups read once :class:`_Groups` remembers, to keep them when read again.
 _SEEN_GROUPS = 4096
-#: Made once: pyarrow takes ~0.25 ms to make an empty table of the schema, a tenth of a point read.
-_NO_ROWS = EVENT_SCHEMA.empty_table()
+#: Made once (the point reader registers it too): pyarrow takes ~0.25 ms to make an empty table
+#: of the schema, a tenth of a point read.
+NO_ROWS = EVENT_SCHEMA.empty_table()
 _STRINGS = {f.name for f in EVENT_SCHEMA if f.type == pa.string()}
 
 
@@ -184,7 +185,7 @@ class KeyIndex:
         keys = list(keys)
         wanted = pa.array([_SEPARATOR.join(k) for k in keys], pa.string())
         wanted_hashes = _hashes(wanted)
-        parts = [_NO_ROWS]
+        parts = [NO_ROWS]
         for path, entry in self._entries(files):
             if entry.hashes is not None:
                 groups = entry.groups() if _holds(entry.hashes, wanted_hashes) else []
@@ -213,7 +214,7 @@ class KeyIndex:
         given = {c: v for c, v in given.items() if v is not None}
         wanted = None
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
-        parts = [_NO_ROWS]
+        parts = [NO_ROWS]
         for path, entry in self._entries(files):
             if entry.subjects is not None:
                 wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
@@ -236,7 +237,7 @@ class KeyIndex:
                            else found, dtype=bool)
         at = np.flatnonzero(found)
         if not len(at):
-            return _NO_ROWS
+            return NO_ROWS
         rows = _rows_at(self._groups.read(path, entry, group, tuple(columns)), at)
         # dictionaries become the schema's strings on the few rows found, not on the group
         kept = set(columns)

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .connection import new_connection, sql_file, use_views
-from .keyindex import KeyIndex
-from .schema import EVENT_SCHEMA, PREVIOUS_COLUMNS
+from .keyindex import NO_ROWS, KeyIndex
+from .schema import PREVIOUS_COLUMNS
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ class PointReader:
                 con.execute("SET disabled_optimizers = $names", {"names": _SKIPPED_OPTIMIZERS})
             except duckdb.Error:  # a DuckDB that renamed a pass: every pass runs, the answers are the same
                 pass
-            con.register("_tm_events", _EMPTY)
+            con.register("_tm_events", NO_ROWS)
             con.execute("CREATE VIEW _tm_fresh_events AS SELECT * FROM _tm_events")
             con.execute(sql_file("revisions.sql"))
             con.execute(sql_file("macros.sql"))
@@ -128,5 +128,3 @@ class _Statement:
     def __getattr__(self, name: str) -> Any:  # any other reading: DuckDB's relation
         return getattr(self._con.sql(self._query, params=self._params), name)
 
-
-_EMPTY: pa.Table = EVENT_SCHEMA.empty_table()
