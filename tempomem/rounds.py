@@ -25,6 +25,7 @@ from functools import cache
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .connection import sql_parts
 from .ids import FACT_ID_MACRO
@@ -90,20 +91,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
                          pa.string())}))
     try:
         _prepare(con, default_policy, new_nonce() if nonce is None else nonce)
-        for statement in _statements()["runs"]:
-            con.execute(statement)
-        closed_form = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
-        # the rounds' states come after every state of the closed form, in each fact's order
-        offset, last = con.sql("SELECT (SELECT coalesce(max(round), 0) FROM _tm_xe), coalesce(max(round), 0) "
-                               "FROM _tm_ops").fetchall()[0]
-        emitted = [closed_form]
-        for r in range(1, last + 1):
-            for statement in _statements()["round"]:
-                con.execute(statement, {"round": r} if "$round" in statement else None)
-            # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
-            changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
-            emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
-        states = pa.concat_tables([t.cast(closed_form.schema) for t in emitted])
+        emitted = _apply_all(con)
+        states = pa.concat_tables([t.cast(emitted[0].schema) for t in emitted])
         con.register("_tm_emitted", states.append_column("i", pa.array(range(states.num_rows), pa.int64())))
         out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at})
         rows = out.to_arrow_table().cast(EVENT_SCHEMA)
@@ -116,6 +105,41 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
                      "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_x",
                      "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
+    """Apply ``_tm_ops``: the closed form, then rounds, each round's changed states kept with
+    the round's number (``round``, rising within every fact) as ``_tm_emitted`` wants them.
+
+    A late arrival, a correction or an unknown start ends a key's closed-form prefix, but the
+    key is often in closed-form shape again once that one operation is applied. So while a
+    closed-form pass takes at least a round's worth of operations (one per key left), one round
+    runs and the closed form is tried again; after that, plain rounds to the end.
+    """
+    emitted: list[pa.Table] = []
+    offset = 0
+
+    while True:
+        for statement in _statements()["runs"]:
+            con.execute(statement)
+        closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
+        emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
+        taken, keys_left, last, top = con.sql(
+            "SELECT (SELECT count(*) FROM _tm_x), count(DISTINCT k), coalesce(max(round), 0), "
+            "(SELECT coalesce(max(round), 0) FROM _tm_xe) FROM _tm_ops").fetchall()[0]
+        offset += top
+        alternate = last > 1 and taken >= keys_left
+        for r in range(1, (1 if alternate else last) + 1):
+            for statement in _statements()["round"]:
+                con.execute(statement, {"round": r} if "$round" in statement else None)
+            # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
+            changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
+            emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
+        if not alternate:
+            return emitted
+        offset += 1
+        for statement in _statements()["advance"]:
+            con.execute(statement)
 
 
 def new_nonce() -> int:

@@ -23,8 +23,9 @@
 --                its place there.
 -- This file needs macros.sql (tm_overlaps, tm__cmp_starts) loaded first.
 --
--- Statements are grouped in parts named by `-- @part` lines (connection.sql_parts): `setup` and
--- `runs` run once, each statement of `round` once per round with $round bound, `output` once at
+-- Statements are grouped in parts named by `-- @part` lines (connection.sql_parts): `setup` runs
+-- once; then `runs` (the closed form), and while it pays, one `round` and `advance` before it is
+-- tried again; then each statement of `round` once per round with $round bound; `output` once at
 -- the end.
 
 -- @part setup
@@ -59,9 +60,10 @@ CREATE OR REPLACE MACRO tm_merged_artifacts(have, more) AS
 -- which start from the states this section leaves. `_tm_xe` is what it changed, in `_tm_u`'s
 -- columns with the operation's `round`, as each round's `_tm_u` is kept.
 
--- What the stored believed facts of each key allow.
+-- What the believed facts of each key allow. Only a stored fact's revision holds the clock
+-- back: a state this batch made is not yet a revision (the rounds' `behind` says the same).
 CREATE OR REPLACE TEMP TABLE _tm_xk AS
-SELECT s.k, max(s.last_recorded_at) AS last_at, max(s.valid_from) AS max_from,
+SELECT s.k, max(s.last_recorded_at) FILTER (WHERE NOT s.emitted) AS last_at, max(s.valid_from) AS max_from,
        bool_or(s.valid_from IS NULL) AS unknown_start, count(*) FILTER (WHERE s.valid_to IS NULL) AS open_facts,
        max(s.valid_to) AS max_to, arg_max(s.f, s.valid_from) FILTER (WHERE s.valid_to IS NULL) AS open_f
 FROM _tm_state AS s
@@ -236,6 +238,11 @@ ORDER BY round;
 CREATE OR REPLACE TEMP TABLE _tm_state AS
 SELECT s.* FROM _tm_state AS s
 SEMI JOIN (SELECT DISTINCT o.k FROM _tm_ops AS o) AS t ON t.k = s.k;
+
+-- @part advance
+-- After one round between closed-form passes: its operations are done, the next are round 1.
+CREATE OR REPLACE TEMP TABLE _tm_ops AS
+SELECT * REPLACE (CAST(round - 1 AS INTEGER) AS round) FROM _tm_ops WHERE round > 1 ORDER BY round;
 
 -- @part round
 -- This round's operations: at most one per key.
