@@ -34,6 +34,14 @@ def new_connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def without_checkpoints(con: duckdb.DuckDBPyConnection) -> None:
+    """For a private connection whose temp tables are scratch, made and dropped within one
+    write: never checkpoint them. An in-memory database checkpoints every 16 MB of changes,
+    compressing its tables on the committing statement's thread; in a replay that was a
+    seventh of the CPU, spent on tables dropped a few statements later."""
+    con.execute("SET checkpoint_threshold = '1TB'")
+
+
 def without_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
     """Keep DuckDB's own progress bar out of a private connection's work (it would print into
     the CLI's output); Jupyter without ipywidgets refuses the setting, then nothing prints."""

@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 
 from . import queries
-from .connection import bind_events, new_connection, without_progress_bar
+from .connection import bind_events, new_connection, without_checkpoints, without_progress_bar
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
 from .states import StateCache, as_fact, micros, relevant_states
@@ -185,6 +185,7 @@ class Engine:
         if self._con is None:
             self._con = new_connection()
             without_progress_bar(self._con)
+            without_checkpoints(self._con)
         snap = self.storage.snapshot()
         if snap.version != self._bound:
             bind_events(self._con, snap.files, first=self._bound == -2)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from ..connection import bind_files, new_connection, without_progress_bar
+from ..connection import bind_files, new_connection, without_checkpoints, without_progress_bar
 from ..errors import BackfillError, TempomemError
 from ..sources import FORMATS
 from ..timegrammar import EPOCH_FACTORS
@@ -56,6 +56,7 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
         con.execute("SET memory_limit = $limit", {"limit": DUCKDB_MEMORY})
         con.execute("SET temp_directory = $dir", {"dir": spill})
         without_progress_bar(con)
+        without_checkpoints(con)
         try:
             bind_input(con, data, format)
             notify("read", 0)
