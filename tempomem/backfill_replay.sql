@@ -21,13 +21,20 @@ FROM (SELECT coalesce(scope, 'default') AS scope, subject, predicate, count(*) +
 -- ordered by time, assertions before corrections at one instant, then by input row.
 CREATE OR REPLACE TEMP TABLE _tm_ops_all AS
 WITH events AS (
-    SELECT r.__row, 0 AS part, r.recorded_at AS commit_time FROM _bf_rows AS r
-    UNION ALL
-    SELECT r.__row, 1 AS part, r.retracted_at AS commit_time FROM _bf_rows AS r WHERE r.retracted_at IS NOT NULL
+    -- part 0 is a row's assertion, part 1 its retraction: one scan of the rows makes both
+    SELECT e.__row, e.part, CASE WHEN e.part = 1 THEN e.retracted_at ELSE e.recorded_at END AS commit_time
+    FROM (SELECT r.__row, r.recorded_at, r.retracted_at,
+                 unnest(CASE WHEN r.retracted_at IS NULL THEN [0] ELSE [0, 1] END) AS part
+          FROM _bf_rows AS r) AS e
 ),
 -- numbered on narrow rows, then joined to the rest: a window sorts every column it carries
 ordered AS (
     SELECT e.*, row_number() OVER (ORDER BY e.commit_time, e.part, e.__row) AS op FROM events AS e
+),
+-- a retraction's target is the assertion of its row; only those assertions are hashed
+targets AS (
+    SELECT t.__row, t.op FROM ordered AS t
+    WHERE t.part = 0 AND t.__row IN (SELECT c.__row FROM ordered AS c WHERE c.part = 1)
 )
 SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.commit_time,
        coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
@@ -45,8 +52,7 @@ FROM ordered AS o
 JOIN _bf_rows AS r ON r.__row = o.__row
 JOIN _tm_replay_keys AS y
   ON y.scope = coalesce(r.scope, 'default') AND y.subject = r.subject AND y.predicate = r.predicate
--- a retraction's target is the assertion of its row
-LEFT JOIN ordered AS t ON o.part = 1 AND t.part = 0 AND t.__row = o.__row;
+LEFT JOIN targets AS t ON o.part = 1 AND t.__row = o.__row;
 
 -- @part chunk_ops
 -- One chunk's operations: what rounds.sql reads as `_tm_ops_in`.
