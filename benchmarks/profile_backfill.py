@@ -3,6 +3,8 @@
     python benchmarks/profile_backfill.py --rows 1000000          # the bench_backfill input
     python benchmarks/profile_backfill.py --rows 1000000 --explain # plus EXPLAIN ANALYZE per statement
     python benchmarks/profile_backfill.py --rows 1000000 --resolve # a replay of bench_writes' log
+    python benchmarks/profile_backfill.py --rows 1000000 --format mem0     # bench_writes' mem0 import
+    python benchmarks/profile_backfill.py --rows 1000000 --format graphiti # and its Graphiti import
 
 Generates the same input as ``bench_backfill.py`` (with ``--resolve``, ``bench_writes.py``'s replay
 log, 10 rows a key, replayed with ``resolve=True``), then runs one backfill in this process with
@@ -24,7 +26,7 @@ from typing import Any
 
 import duckdb
 from bench_backfill import _GENERATE
-from bench_writes import generate_log
+from bench_writes import _graphiti_file, _mem0_file, generate_log
 
 
 def _cpu() -> float:
@@ -75,6 +77,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--resolve", action="store_true")
+    parser.add_argument("--format", choices=("mem0", "graphiti"))
     args = parser.parse_args()
 
     import tempomem as tm
@@ -82,7 +85,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="tm-profile-") as tmp:
         source = str(Path(tmp) / "input.parquet")
-        if args.resolve:
+        if args.format:
+            source = str(Path(tmp) / ("history.db" if args.format == "mem0" else "edges.json"))
+            (_mem0_file if args.format == "mem0" else _graphiti_file)(Path(source), int(args.rows))
+        elif args.resolve:
             generate_log(Path(source), max(args.rows // 10, 1), 10)
         else:
             duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
@@ -93,7 +99,7 @@ def main() -> None:
         connect = pipeline.new_connection
         pipeline.new_connection = lambda: _Timed(connect(), log, explain_dir)  # type: ignore[assignment]
         start, cpu = time.perf_counter(), _cpu()
-        report = mem.backfill(source, resolve=args.resolve)
+        report = mem.backfill(source, format=args.format, resolve=args.resolve)
         total, total_cpu = time.perf_counter() - start, _cpu() - cpu
         pipeline.new_connection = connect
         print(f"{args.rows:,} rows: {total:.2f}s wall, {total_cpu:.2f}s cpu, loaded {report.loaded:,}; "
