@@ -44,6 +44,12 @@ _STATE_COLUMNS = ("fact_id", "object", "valid_from", "valid_to", "valid_from_inf
                   "superseded_at", "superseded_by", "status", "reason", "artifacts", "first_recorded_at")
 
 
+#: A closed-form pass is tried again after a round only when the last one took at least this
+#: many operations (and one per key left): a pass costs as many statements as a round, which on
+#: a small batch is all a round costs.
+ALTERNATE_FROM = 10_000
+
+
 @dataclass(frozen=True)
 class Applied:
     """What a batch does, before anything is written."""
@@ -113,8 +119,9 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
 
     A late arrival, a correction or an unknown start ends a key's closed-form prefix, but the
     key is often in closed-form shape again once that one operation is applied. So while a
-    closed-form pass takes at least a round's worth of operations (one per key left), one round
-    runs and the closed form is tried again; after that, plain rounds to the end.
+    closed-form pass takes at least a round's worth of operations (one per key left, and
+    :data:`ALTERNATE_FROM`), one round runs and the closed form is tried again; after that,
+    plain rounds to the end.
     """
     emitted: list[pa.Table] = []
     offset = 0
@@ -128,7 +135,7 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
             "SELECT (SELECT count(*) FROM _tm_x), count(DISTINCT k), coalesce(max(round), 0), "
             "(SELECT coalesce(max(round), 0) FROM _tm_xe) FROM _tm_ops").fetchall()[0]
         offset += top
-        alternate = last > 1 and taken >= keys_left
+        alternate = last > 1 and taken >= max(keys_left, ALTERNATE_FROM)
         for r in range(1, (1 if alternate else last) + 1):
             for statement in _statements()["round"]:
                 con.execute(statement, {"round": r} if "$round" in statement else None)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import engine
+from tempomem import engine, rounds
 from tempomem.backfill import resolve
 from tempomem.temporal import decisions
 
@@ -24,6 +24,12 @@ _PREDICATES = {"p": "single", "m": "multi", "r": "single"}
 
 # CI runs a smaller sample (each example builds two stores); TEMPOMEM_HEAVY=1 runs five times as many.
 _EXAMPLES = 60 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 12
+
+
+@pytest.fixture(autouse=True)
+def _alternate_on_small_batches(monkeypatch):
+    """The closed form tried again between rounds (rounds.ALTERNATE_FROM) on these small batches."""
+    monkeypatch.setattr(rounds, "ALTERNATE_FROM", 0)
 
 
 def _open(path, clock):
