@@ -44,9 +44,9 @@ _STATE_COLUMNS = ("fact_id", "object", "valid_from", "valid_to", "valid_from_inf
                   "superseded_at", "superseded_by", "status", "reason", "artifacts", "first_recorded_at")
 
 
-#: A closed-form pass is tried again after a round only when the last one took at least this
-#: many operations (and one per key left): a pass costs as many statements as a round, which on
-#: a small batch is all a round costs.
+#: Below this many operations left, a closed-form pass that takes anything pays: a pass then
+#: costs about as many statements as a round, which is all a small round costs. Above it, a pass
+#: reads every operation left, so it must take a round's worth (one per key left) to go on.
 ALTERNATE_FROM = 10_000
 
 
@@ -65,8 +65,9 @@ class Applied:
 
 @cache
 def _statements() -> dict[str, list[str]]:
-    """``rounds.sql`` split into its named parts, each a list of statements."""
-    return {name: _split(body) for name, body in sql_parts("rounds.sql").items()}
+    """``rounds.sql`` and ``closedform.sql`` split into their named parts, each a list of statements."""
+    parts = sql_parts("rounds.sql") | sql_parts("closedform.sql")
+    return {name: _split(body) for name, body in parts.items()}
 
 
 def _split(body: str) -> list[str]:
@@ -108,45 +109,57 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         for name in ("_tm_decisions_in", "_tm_rules_in", "_tm_emitted"):
             con.unregister(name)
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
-                     "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_x",
-                     "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe"):
+                     "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_xb",
+                     "_tm_xc", "_tm_xt", "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
-    """Apply ``_tm_ops``: the closed form, then rounds, each round's changed states kept with
-    the round's number (``round``, rising within every fact) as ``_tm_emitted`` wants them.
+    """Apply ``_tm_ops``: closed-form passes and rounds, each pass's and round's changed states
+    kept with their number (``round``, rising within every fact) as ``_tm_emitted`` wants them.
 
-    A late arrival, a correction or an unknown start ends a key's closed-form prefix, but the
-    key is often in closed-form shape again once that one operation is applied. So while a
-    closed-form pass takes at least a round's worth of operations (one per key left, and
-    :data:`ALTERNATE_FROM`), one round runs and the closed form is tried again; after that,
-    plain rounds to the end.
+    A pass takes each key's operations up to and including the first late one that cuts into
+    its timeline, so the next pass goes on from there. A correction, an unknown start or a
+    ``reject`` key ends a key's prefix before that operation: when a pass takes nothing off the
+    busiest key, one round applies the next operation of every key. Passes go on while they pay
+    (:data:`ALTERNATE_FROM`); after that, plain rounds to the end.
     """
     emitted: list[pa.Table] = []
     offset = 0
-
+    ops_left, keys_left, rounds_left = con.sql(
+        "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
     while True:
         for statement in _statements()["runs"]:
             con.execute(statement)
         closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
         emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
-        taken, keys_left, last, top = con.sql(
-            "SELECT (SELECT count(*) FROM _tm_x), count(DISTINCT k), coalesce(max(round), 0), "
-            "(SELECT coalesce(max(round), 0) FROM _tm_xe) FROM _tm_ops").fetchall()[0]
-        offset += top
-        alternate = last > 1 and taken >= max(keys_left, ALTERNATE_FROM)
-        for r in range(1, (1 if alternate else last) + 1):
-            for statement in _statements()["round"]:
-                con.execute(statement, {"round": r} if "$round" in statement else None)
-            # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
-            changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
-            emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
-        if not alternate:
+        offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
+        taken = ops_left
+        ops_left, keys, last = con.sql(
+            "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
+        taken -= ops_left
+        if taken == 0 or (taken < keys_left and taken + ops_left >= ALTERNATE_FROM):
+            _rounds(con, emitted, offset, last)
             return emitted
-        offset += 1
-        for statement in _statements()["advance"]:
-            con.execute(statement)
+        if last == 0:
+            return emitted
+        if last == rounds_left:
+            _rounds(con, emitted, offset, 1)
+            offset, last = offset + 1, last - 1
+            for statement in _statements()["advance"]:
+                con.execute(statement)
+            ops_left, keys = con.sql("SELECT count(*), count(DISTINCT k) FROM _tm_ops").fetchall()[0]
+        keys_left, rounds_left = keys, last
+
+
+def _rounds(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: int, count: int) -> None:
+    """Run rounds 1 to ``count``, keeping each one's changed states numbered after ``offset``."""
+    for r in range(1, count + 1):
+        for statement in _statements()["round"]:
+            con.execute(statement, {"round": r} if "$round" in statement else None)
+        # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
+        changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
+        emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
 
 
 def new_nonce() -> int:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import engine, rounds
+from tempomem import engine
 from tempomem.backfill import resolve
 from tempomem.temporal import decisions
 
@@ -24,12 +24,6 @@ _PREDICATES = {"p": "single", "m": "multi", "r": "single"}
 
 # CI runs a smaller sample (each example builds two stores); TEMPOMEM_HEAVY=1 runs five times as many.
 _EXAMPLES = 60 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 12
-
-
-@pytest.fixture(autouse=True)
-def _alternate_on_small_batches(monkeypatch):
-    """The closed form tried again between rounds (rounds.ALTERNATE_FROM) on these small batches."""
-    monkeypatch.setattr(rounds, "ALTERNATE_FROM", 0)
 
 
 def _open(path, clock):
@@ -141,7 +135,7 @@ def _log_batch(draw):
 @given(steps=st.lists(st.one_of(_log_batch(), st.tuples(st.just("correct"), st.integers(0, 20))),
                       min_size=1, max_size=4))
 def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
-    """The closed form (rounds.sql, `runs`) and the rounds after it against the one-row path."""
+    """The closed form (closedform.sql) and the rounds after it against the one-row path."""
     _both_paths(tmp_path_factory.mktemp("logs"), monkeypatch, steps)
 
 
@@ -163,6 +157,52 @@ def test_a_key_with_many_assertions_in_one_batch(tmp_path, monkeypatch):
                                                                                    ["e298", "e299"])
     third = mem.as_of(_BASE + 5 * _DAY, "k")
     assert (third["object"][0], third["valid_to"][0]) == ("a", _BASE + 6 * _DAY)
+
+
+def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
+    """Hand-checked, SPEC §5 one row at a time: a replayed log of one single-valued key whose
+    late rows (a start before the latest) merge into a fact of their object that ends after
+    their start, the earliest-recorded, or else cut the fact holding their start; then a batch
+    doing the same against stored facts that have ended."""
+    def day(d):
+        return _BASE + (d - 1) * _DAY
+
+    mem = _open(tmp_path / "s", TestClock("2026-03-01"))
+    rows = [("a", 1), ("b", 5), ("a", 10), ("b", 3, ["late"]), ("a", 2), ("c", 7), ("a", 6), ("b", 12)]
+    mem.backfill([{"subject": "k", "predicate": "p", "object": o, "valid_from": day(d),
+                   "recorded_at": ts("2026-01-01") + i * _DAY, "artifacts": more[0] if more else []}
+                  for i, (o, d, *more) in enumerate(rows)], resolve=True)
+
+    def revisions():
+        frame = mem.sql("SELECT * FROM revisions ORDER BY recorded_at, valid_from").pl()
+        names = {f: f"F{i}" for i, f in enumerate(frame["fact_id"].unique(maintain_order=True))}
+        return [(names[r["fact_id"]], r["object"], r["valid_from"], r["valid_to"], r["status"],
+                 names.get(r["superseded_by"]), list(r["artifacts"])) for r in frame.iter_rows(named=True)]
+
+    assert revisions() == [
+        ("F0", "a", day(1), None, "live", None, []),
+        ("F0", "a", day(1), day(5), "superseded", "F1", []),         # b@5 closes it
+        ("F1", "b", day(5), None, "live", None, []),
+        ("F1", "b", day(5), day(10), "superseded", "F2", []),        # a@10: F0 ended before, a new fact
+        ("F2", "a", day(10), None, "live", None, []),
+        ("F1", "b", day(5), day(10), "superseded", "F2", ["late"]),  # b@3 merges into F1 (ends after 3)
+        # a@2 merges into F0 (ends at 5, recorded before F2): no artifact, no revision
+        ("F1", "b", day(5), day(7), "superseded", "F3", ["late"]),   # c@7: no c after 7, it cuts F1
+        ("F3", "c", day(7), day(10), "superseded", "F2", []),        # ... and ends where F2 starts
+        # a@6 merges into F2 (ends after 6)
+        ("F2", "a", day(10), day(12), "superseded", "F4", []),       # b@12 is in order
+        ("F4", "b", day(12), None, "live", None, []),
+    ]
+    monkeypatch.setattr(engine, "SET_BASED_FROM", 0)
+    mem.assert_many([{"subject": "k", "predicate": "p", "object": "b", "valid_from": day(6), "artifact": "x"},
+                     {"subject": "k", "predicate": "p", "object": "c", "valid_from": day(8)},
+                     {"subject": "k", "predicate": "p", "object": "d", "valid_from": day(11)}])
+    assert revisions()[10:] == [
+        ("F1", "b", day(5), day(7), "superseded", "F3", ["late", "x"]),  # b@6 merges into the ended F1
+        # c@8 merges into the ended F3; d@11 cuts F2 and ends where F4 starts
+        ("F2", "a", day(10), day(11), "superseded", "F5", []),
+        ("F5", "d", day(11), day(12), "superseded", "F4", []),
+    ]
 
 
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):

@@ -1,0 +1,343 @@
+-- The closed form of SPEC §5 for the shapes most of a real log has (driven by tempomem/rounds.py,
+-- on the tables rounds.sql describes). A key with very many operations then costs one pass over
+-- them, not one round each. The rounds go on from the states this file leaves.
+--
+-- A key's leading operations qualify while each is an assertion with a known start and no end,
+-- recorded after every stored revision of its key, and either
+--   * single-valued under last_write_wins, on a key whose believed facts have known starts, do not
+--     overlap, and end with one open fact. An operation is
+--       - in order when it starts no earlier than every operation before it and the open fact. It
+--         meets only the key's open fact (every other ends before it starts): the same object is
+--         a duplicate of it (`merge`); another object closes it, or retracts it at the same start
+--         (`close_existing`, `retract_existing`), and is the new open fact. In-order operations
+--         fall in runs of one object, one fact a run, each closed by the next;
+--       - late otherwise. It overlaps exactly the believed facts that end after its start, all
+--         of them (its end is open). If one of those has its object, it merges into the
+--         earliest-recorded such fact, whose period meets no other fact's: nothing else changes.
+--         If none has (the late assertion would cut into the timeline), the key's prefix ends
+--         there and the rounds apply it;
+--   * multi-valued, on a key whose stored facts are all open: every assertion overlaps every fact
+--     of its object, so all of an object's merge into its earliest-recorded fact (the first
+--     assertion's, if none is stored), and nothing else changes (`store`).
+-- `_tm_xe` is what the pass changed, in `_tm_u`'s columns with the operation's `round`, as each
+-- round's `_tm_u` is kept. Every window below reads narrow rows, joined back to the operations
+-- after: a window sorts every column it carries.
+
+-- @part runs
+-- What the believed facts of each key allow. Only a stored fact's revision holds the clock
+-- back: a state this batch made is not yet a revision (the rounds' `behind` says the same).
+-- `disjoint`: in start order, each fact ends by the next one's start.
+CREATE OR REPLACE TEMP TABLE _tm_xk AS
+WITH ordered AS (
+    SELECT s.k, s.f, s.valid_from, s.valid_to, s.last_recorded_at, s.emitted,
+           lag(s.f) OVER w IS NOT NULL AND coalesce(lag(s.valid_to) OVER w > s.valid_from, true) AS overlaps_before
+    FROM _tm_state AS s
+    WINDOW w AS (PARTITION BY s.k ORDER BY s.valid_from, s.f)
+)
+SELECT s.k, max(s.last_recorded_at) FILTER (WHERE NOT s.emitted) AS last_at, max(s.valid_from) AS max_from,
+       bool_or(s.valid_from IS NULL) AS unknown_start, count(*) FILTER (WHERE s.valid_to IS NULL) AS open_facts,
+       max(s.valid_to) AS max_to, arg_max(s.f, s.valid_from) FILTER (WHERE s.valid_to IS NULL) AS open_f,
+       NOT bool_or(s.overlaps_before) AS disjoint
+FROM ordered AS s
+GROUP BY s.k;
+
+-- Each key's operations up to the first that cannot be in the closed form whatever the facts
+-- (`fits`), with whether each is in order and, for single-valued keys, the in-order runs: an
+-- in-order operation of another object than the last in-order one `leads` a run (run 0 is the
+-- stored open fact), and `cur_run` is the run that is open when the operation comes.
+CREATE OR REPLACE TEMP TABLE _tm_xb AS
+WITH keyed AS (
+    SELECT o.op, o.k, o.rule, o.object, o.valid_from, o.commit_time, o.new_id, xk.open_f, s.object AS open_object,
+           (xk.k IS NULL OR coalesce(CASE WHEN o.rule = 'multi' THEN NOT xk.unknown_start AND xk.max_to IS NULL
+               ELSE NOT xk.unknown_start AND xk.open_facts = 1 AND xk.max_from = s.valid_from AND xk.disjoint END,
+               false))
+           AND o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'multi') AND o.valid_from IS NOT NULL
+           AND o.valid_to IS NULL AND coalesce(o.commit_time > xk.last_at, true) AS fits,
+           o.rule = 'multi' OR o.valid_from >= coalesce(greatest(max(o.valid_from) OVER earlier, xk.max_from),
+                                                         o.valid_from) AS in_order
+    FROM _tm_ops AS o
+    LEFT JOIN _tm_xk AS xk ON xk.k = o.k
+    LEFT JOIN _tm_state AS s ON s.f = xk.open_f
+    WINDOW earlier AS (PARTITION BY o.k ORDER BY o.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+based AS (
+    SELECT y.*, bool_and(y.fits) OVER (PARTITION BY y.k ORDER BY y.op ROWS UNBOUNDED PRECEDING) AS base
+    FROM keyed AS y
+),
+led AS (
+    SELECT b.* EXCLUDE (fits, base),
+           b.rule <> 'multi' AND b.in_order AND b.object IS DISTINCT FROM coalesce(
+               last_value(CASE WHEN b.in_order THEN b.object END IGNORE NULLS) OVER earlier, b.open_object) AS leads
+    FROM based AS b
+    WHERE b.base
+    WINDOW earlier AS (PARTITION BY b.k ORDER BY b.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT l.*, CAST(sum(CAST(l.leads AS INTEGER)) OVER (PARTITION BY l.k ORDER BY l.op ROWS UNBOUNDED PRECEDING)
+                 AS INTEGER) AS cur_run
+FROM led AS l;
+
+-- The runs of the single-valued keys: the stored open fact (run 0) and each leading
+-- operation's fact, with the next run's start and operation. A run whose next one starts where
+-- it starts is retracted by it; any other is closed at that start.
+CREATE OR REPLACE TEMP TABLE _tm_xc AS
+WITH chain AS (
+    SELECT b.k, b.cur_run AS run, b.object, b.valid_from, b.op AS lead_op, b.commit_time AS first_recorded_at,
+           b.new_id AS fact_id
+    FROM _tm_xb AS b WHERE b.leads
+    UNION ALL
+    SELECT s.k, 0, s.object, s.valid_from, NULL, s.first_recorded_at, s.fact_id
+    FROM (SELECT DISTINCT b.open_f FROM _tm_xb AS b WHERE b.rule <> 'multi') AS t
+    JOIN _tm_state AS s ON s.f = t.open_f
+)
+SELECT c.*, lead(c.valid_from) OVER w AS next_from, lead(c.lead_op) OVER w AS next_op
+FROM chain AS c
+WINDOW w AS (PARTITION BY c.k ORDER BY c.run);
+
+-- Each late operation against the timeline the pass has built when it comes. Ended facts get
+-- run numbers below 0, in start order, so that one can be landed on or cut beside the runs.
+--   * Where it merges, if anywhere: the earliest-recorded fact of its object that ends after
+--     its start, among the key's ended facts as the pass found them (of those ending after the
+--     start, the earliest-recorded: `first`, each fact's over the facts of its object ending no
+--     earlier) and the runs: a run closed before the operation, the first of its object to end
+--     after the start (runs end in order), else the open run if it is of the object.
+--   * Else what it cuts: the fact holding its start is closed there, or retracted if it starts
+--     there (`close_existing`, `retract_existing`); the new fact is closed at the next fact's
+--     start (`close_new`). Among runs of one start only the latest is believed, and no run
+--     before the operation starts after the latest start it has seen, nor any after it before.
+CREATE OR REPLACE TEMP TABLE _tm_xt AS
+WITH late AS (
+    SELECT b.op, b.k, b.object, b.valid_from, b.cur_run FROM _tm_xb AS b WHERE NOT b.in_order
+),
+ended AS (
+    SELECT s.k, s.f, s.object, s.valid_from, s.valid_to, s.fact_id,
+           min({'at': s.first_recorded_at, 'id': s.fact_id, 'f': s.f}) OVER (
+               PARTITION BY s.k, s.object ORDER BY s.valid_to DESC ROWS UNBOUNDED PRECEDING) AS first,
+           CAST(-row_number() OVER (PARTITION BY s.k ORDER BY s.valid_from DESC) AS INTEGER) AS run
+    FROM _tm_state AS s
+    SEMI JOIN (SELECT DISTINCT l.k FROM late AS l) AS t ON t.k = s.k
+    WHERE s.valid_to IS NOT NULL
+),
+starts AS (
+    SELECT c.k, c.valid_from, min(c.run) AS first_run, max(c.run) AS last_run FROM _tm_xc AS c GROUP BY ALL
+),
+found AS (
+    SELECT l.op, l.k, l.valid_from, e.first AS by_ended,
+           CASE WHEN c.next_op < l.op THEN c.run WHEN cur.object = l.object THEN cur.run END AS by_run,
+           CASE WHEN sc.k IS NOT NULL THEN least(sc.last_run, l.cur_run) END AS in_run, ec.run AS in_ended, ec.valid_to AS in_ended_to,
+           CASE WHEN sn.first_run <= l.cur_run THEN least(sn.last_run, l.cur_run) END AS next_run,
+           en.run AS next_ended, en.valid_from AS next_ended_from, en.fact_id AS next_ended_id,
+           en.object AS next_ended_object
+    FROM late AS l
+    ASOF LEFT JOIN ended AS e ON e.k = l.k AND e.object = l.object AND l.valid_from < e.valid_to
+    ASOF LEFT JOIN (SELECT * FROM _tm_xc WHERE next_from > valid_from) AS c
+         ON c.k = l.k AND c.object = l.object AND l.valid_from < c.next_from
+    LEFT JOIN _tm_xc AS cur ON cur.k = l.k AND cur.run = l.cur_run
+    ASOF LEFT JOIN starts AS sc ON sc.k = l.k AND l.valid_from >= sc.valid_from
+    ASOF LEFT JOIN starts AS sn ON sn.k = l.k AND l.valid_from < sn.valid_from
+    ASOF LEFT JOIN ended AS ec ON ec.k = l.k AND l.valid_from >= ec.valid_from
+    ASOF LEFT JOIN ended AS en ON en.k = l.k AND l.valid_from < en.valid_from
+),
+chosen AS (
+    SELECT d.*, d.by_ended IS NOT NULL AND (r.run IS NULL OR d.by_ended < {'at': r.first_recorded_at,
+                                                                       'id': r.fact_id, 'f': 0}) AS to_ended,
+           r.run AS to_run
+    FROM found AS d
+    LEFT JOIN _tm_xc AS r ON r.k = d.k AND r.run = d.by_run
+)
+SELECT d.op,
+       CASE WHEN d.to_ended THEN n.run ELSE d.to_run END AS run,
+       CASE WHEN d.to_ended THEN d.by_ended.f END AS stored_f,
+       CASE WHEN d.in_run IS NOT NULL THEN d.in_run WHEN d.in_ended_to > d.valid_from THEN d.in_ended END AS cut_run,
+       CASE WHEN d.in_run IS NULL AND d.in_ended_to > d.valid_from THEN ce.f END AS cut_f,
+       CASE WHEN d.in_run IS NOT NULL THEN ci.valid_from = d.valid_from
+            WHEN d.in_ended_to > d.valid_from THEN ce.valid_from = d.valid_from END AS cut_same_start,
+       coalesce(d.next_ended_from, nc.valid_from) AS next_from,
+       CASE WHEN d.next_ended IS NOT NULL THEN d.next_ended_id ELSE nc.fact_id END AS next_id,
+       CASE WHEN d.next_ended IS NOT NULL THEN d.next_ended_object ELSE nc.object END AS next_object
+FROM chosen AS d
+LEFT JOIN ended AS n ON n.f = d.by_ended.f
+LEFT JOIN _tm_xc AS ci ON ci.k = d.k AND ci.run = d.in_run
+LEFT JOIN ended AS ce ON ce.k = d.k AND ce.run = d.in_ended
+LEFT JOIN _tm_xc AS nc ON nc.k = d.k AND nc.run = d.next_run;
+
+-- The operations the closed form takes: each key's longest prefix of in-order operations, late
+-- ones that merge, and late ones that cut into the timeline (`cuts`), with the run each lands
+-- on. Every decision above was made against the timeline as the pass found it, plus the runs; a
+-- cut changes the timeline from its start to the next fact's, so the prefix holds only
+-- operations that start at or after the end of every cut before them (then nothing they look
+-- at, the facts ending after their start, was changed). A multi-valued run is one object,
+-- continuing its earliest-recorded stored fact when there is one.
+CREATE OR REPLACE TEMP TABLE _tm_xr AS
+WITH flagged AS (
+    SELECT b.op, b.k, b.leads, b.open_f, CASE WHEN b.in_order THEN b.cur_run ELSE t.run END AS run,
+           NOT b.in_order AND t.run IS NULL AS cuts,
+           coalesce(b.valid_from >= max(CASE WHEN NOT b.in_order AND t.run IS NULL
+                                             THEN coalesce(t.next_from, 'infinity'::TIMESTAMPTZ) END) OVER (
+               PARTITION BY b.k ORDER BY b.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) AS clear
+    FROM _tm_xb AS b
+    LEFT JOIN _tm_xt AS t ON t.op = b.op
+),
+taken AS (
+    SELECT g.*, bool_and(g.clear) OVER (PARTITION BY g.k ORDER BY g.op ROWS UNBOUNDED PRECEDING) AS qualifies
+    FROM flagged AS g
+),
+stored_multi AS (
+    SELECT s.k, s.object, arg_min(s.f, (s.first_recorded_at, s.fact_id)) AS f
+    FROM _tm_state AS s GROUP BY s.k, s.object
+),
+multi AS (
+    SELECT x.op, t.f IS NULL AND row_number() OVER (PARTITION BY x.k, x.object ORDER BY x.op) = 1 AS leads,
+           CAST(dense_rank() OVER (PARTITION BY x.k ORDER BY x.object) AS INTEGER) AS run, t.f AS stored_f
+    FROM _tm_xb AS x
+    LEFT JOIN stored_multi AS t ON t.k = x.k AND t.object = x.object
+    WHERE x.rule = 'multi'
+)
+SELECT o.*, g.open_f, s.object AS open_object, coalesce(m.leads, g.leads) AS leads, coalesce(m.run, g.run) AS run,
+       coalesce(m.stored_f, t.stored_f) AS stored_f, g.cuts,
+       t.cut_run, t.cut_f, t.cut_same_start, t.next_from, t.next_id, t.next_object
+FROM taken AS g
+JOIN _tm_ops AS o ON o.op = g.op
+LEFT JOIN _tm_xt AS t ON t.op = g.op
+LEFT JOIN multi AS m ON m.op = g.op
+LEFT JOIN _tm_state AS s ON s.f = g.open_f
+WHERE g.qualifies;
+
+-- One row per run: its fact as it starts (made at `made_round`, or stored: round 0), and for a
+-- single-valued key's in-order run the next run's fact, which ends it at `next_round`.
+CREATE OR REPLACE TEMP TABLE _tm_xruns AS
+WITH made AS (
+    SELECT r.k, r.run, r.rule, r.op AS f, r.new_id AS fact_id, r.object, r.valid_from,
+           CAST(NULL AS TIMESTAMPTZ) AS valid_to, r.valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS retracted_at,
+           CAST(NULL AS TIMESTAMPTZ) AS superseded_at, CAST(NULL AS VARCHAR) AS superseded_by, 'live' AS status,
+           r.reason, r.artifacts, r.commit_time AS first_recorded_at, r.round AS made_round
+    FROM _tm_xr AS r WHERE r.leads
+    UNION ALL
+    SELECT s.k, t.run, t.rule, s.f, s.fact_id, s.object, s.valid_from, s.valid_to,
+           s.valid_from_inferred, s.retracted_at, s.superseded_at, s.superseded_by, s.status, s.reason, s.artifacts,
+           s.first_recorded_at, 0
+    FROM (SELECT DISTINCT x.k, x.rule, 0 AS run, x.open_f AS f FROM _tm_xr AS x
+          WHERE x.rule <> 'multi' AND x.open_f IS NOT NULL
+          UNION
+          SELECT DISTINCT r.k, r.rule, r.run, r.stored_f FROM _tm_xr AS r WHERE r.stored_f IS NOT NULL
+          UNION
+          SELECT r.k, r.rule, r.cut_run, r.cut_f FROM _tm_xr AS r WHERE r.cut_f IS NOT NULL) AS t
+    JOIN _tm_state AS s ON s.f = t.f
+)
+SELECT m.*,
+       CASE WHEN m.rule <> 'multi' AND m.run >= 0 THEN lead(m.fact_id) OVER w END AS next_id,
+       CASE WHEN m.rule <> 'multi' AND m.run >= 0 THEN lead(m.object) OVER w END AS next_object,
+       CASE WHEN m.rule <> 'multi' AND m.run >= 0 THEN lead(m.valid_from) OVER w END AS next_from,
+       CASE WHEN m.rule <> 'multi' AND m.run >= 0 THEN lead(m.first_recorded_at) OVER w END AS next_at,
+       CASE WHEN m.rule <> 'multi' AND m.run >= 0 THEN lead(m.made_round) OVER w END AS next_round
+FROM made AS m
+WINDOW w AS (PARTITION BY m.k, m.run >= 0 ORDER BY m.run);
+
+-- Each artifact of a run where it first appears: a duplicate adds the artifacts its fact lacks,
+-- first occurrence first, as tm_merged_artifacts does one assertion at a time.
+CREATE OR REPLACE TEMP TABLE _tm_xa AS
+WITH listed AS (
+    SELECT r.k, r.run, r.made_round AS round, r.artifacts FROM _tm_xruns AS r
+    UNION ALL
+    SELECT x.k, x.run, x.round, x.artifacts FROM _tm_xr AS x WHERE NOT x.leads AND NOT x.cuts
+),
+items AS (
+    SELECT l.k, l.run, l.round, unnest(l.artifacts) AS artifact, unnest(range(len(l.artifacts))) AS pos
+    FROM listed AS l WHERE len(l.artifacts) > 0
+)
+SELECT * FROM items AS i
+QUALIFY row_number() OVER (PARTITION BY i.k, i.run, i.artifact ORDER BY i.round, i.pos) = 1;
+
+-- Every state the closed form changes, one per event of a run: its fact made, a duplicate that
+-- added an artifact (a new revision), the next run closing or retracting it, and a late
+-- operation cutting it. Each state has the artifacts of its run's latest growth up to then, and
+-- is closed from the next run on (a late duplicate can come after it). Then the facts the late
+-- operations that cut made.
+CREATE OR REPLACE TEMP TABLE _tm_xe AS
+WITH grown AS (
+    SELECT a.k, a.run, g.round, list(a.artifact ORDER BY a.round, a.pos) AS artifacts
+    FROM (SELECT DISTINCT k, run, round FROM _tm_xa) AS g
+    JOIN _tm_xruns AS r ON r.k = g.k AND r.run = g.run
+    JOIN _tm_xa AS a ON a.k = g.k AND a.run = g.run AND a.round <= g.round
+    WHERE g.round > r.made_round
+    GROUP BY a.k, a.run, g.round
+),
+events AS (
+    SELECT r.k, r.run, r.made_round AS round FROM _tm_xruns AS r WHERE r.made_round > 0
+    UNION ALL
+    SELECT g.k, g.run, g.round FROM grown AS g
+    UNION ALL
+    SELECT r.k, r.run, r.next_round FROM _tm_xruns AS r WHERE r.next_id IS NOT NULL
+    UNION ALL
+    SELECT x.k, x.cut_run, x.round FROM _tm_xr AS x WHERE x.cuts AND x.cut_run IS NOT NULL
+),
+stamped AS (
+    SELECT e.k, e.run, e.round, g.artifacts
+    FROM events AS e
+    ASOF LEFT JOIN grown AS g ON g.k = e.k AND g.run = e.run AND e.round >= g.round
+),
+states AS (
+    SELECT t.round, r.*, coalesce(t.artifacts, r.artifacts) AS now_artifacts, x.commit_time,
+           coalesce(t.round >= r.next_round, false) AS closed, r.valid_from = r.next_from AS same_start,
+           x.cuts AND x.cut_run = t.run AS cut, x.cut_same_start, x.valid_from AS cut_from, x.new_id AS cut_id,
+           x.object AS cut_object
+    FROM stamped AS t
+    JOIN _tm_xruns AS r ON r.k = t.k AND r.run = t.run
+    JOIN _tm_xr AS x ON x.k = t.k AND x.round = t.round
+),
+ruled AS (  -- which change each state is: NULL (as made or grown), closed or retracted
+    SELECT s.*, CASE WHEN s.cut THEN CASE WHEN s.cut_same_start THEN 'retracted' ELSE 'superseded' END
+                     WHEN s.closed THEN CASE WHEN s.same_start THEN 'retracted' ELSE 'superseded' END END AS change,
+           CASE WHEN s.cut THEN s.cut_id ELSE s.next_id END AS by_id,
+           CASE WHEN s.cut THEN s.cut_object ELSE s.next_object END AS by_object
+    FROM states AS s
+)
+SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
+       CASE WHEN s.change IS DISTINCT FROM 'superseded' THEN s.valid_to WHEN s.cut THEN s.cut_from
+            ELSE s.next_from END AS valid_to,
+       s.valid_from_inferred,
+       CASE WHEN s.change = 'retracted' THEN s.commit_time ELSE s.retracted_at END AS retracted_at,
+       CASE WHEN s.change = 'superseded' THEN s.commit_time ELSE s.superseded_at END AS superseded_at,
+       CASE WHEN s.change = 'superseded' THEN s.by_id ELSE s.superseded_by END AS superseded_by,
+       coalesce(s.change, s.status) AS status,
+       CASE WHEN s.change = 'retracted' THEN format('replaced by fact {} ({}) with the same valid_from', s.by_id,
+                                                    s.by_object)
+            WHEN s.change = 'superseded' THEN format('superseded by fact {} ({})', s.by_id, s.by_object)
+            ELSE s.reason END AS reason,
+       s.now_artifacts AS artifacts, s.first_recorded_at, s.commit_time AS last_recorded_at, true AS emitted
+FROM ruled AS s
+UNION ALL
+SELECT x.round, x.op, x.new_id, x.k, x.object, x.valid_from, x.next_from, x.valid_from_inferred,
+       CAST(NULL AS TIMESTAMPTZ), CASE WHEN x.next_id IS NOT NULL THEN x.commit_time END, x.next_id,
+       CASE WHEN x.next_id IS NULL THEN 'live' ELSE 'superseded' END,
+       CASE WHEN x.next_id IS NULL THEN x.reason ELSE format('superseded by fact {} ({})', x.next_id, x.next_object) END,
+       x.artifacts, x.commit_time, x.commit_time, true
+FROM _tm_xr AS x WHERE x.cuts;
+
+-- The rounds go on from here: the operations taken are landed, their facts' states replaced,
+-- and each key's remaining operations renumbered from round 1.
+INSERT INTO _tm_landed
+SELECT x.op, r.fact_id, r.f FROM _tm_xr AS x
+JOIN _tm_xruns AS r ON r.k = x.k AND r.run = x.run
+UNION ALL
+SELECT x.op, x.new_id, x.op FROM _tm_xr AS x WHERE x.cuts;
+
+DELETE FROM _tm_state WHERE f IN (SELECT e.f FROM _tm_xe AS e);
+
+-- each fact's last state (a fact changes at most once a round)
+INSERT INTO _tm_state
+SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
+SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round
+WHERE e.status <> 'retracted';
+
+-- stored in round order, so that each round's `round = $round` skips the others' row groups
+CREATE OR REPLACE TEMP TABLE _tm_ops AS
+SELECT o.* REPLACE (CAST(o.round - coalesce(t.taken, 0) AS INTEGER) AS round)
+FROM _tm_ops AS o
+LEFT JOIN (SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k) AS t ON t.k = o.k
+WHERE o.round > coalesce(t.taken, 0)
+ORDER BY round;
+
+-- Facts of keys with no operation left can change no more: the rounds need only the others.
+CREATE OR REPLACE TEMP TABLE _tm_state AS
+SELECT s.* FROM _tm_state AS s
+SEMI JOIN (SELECT DISTINCT o.k FROM _tm_ops AS o) AS t ON t.k = s.k;
