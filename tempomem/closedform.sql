@@ -48,29 +48,35 @@ GROUP BY s.k;
 CREATE OR REPLACE TEMP TABLE _tm_xb AS
 WITH keyed AS (
     SELECT o.op, o.k, o.rule, o.object, o.valid_from, o.commit_time, o.new_id, xk.open_f, s.object AS open_object,
+           xk.max_from,
            (xk.k IS NULL OR coalesce(CASE WHEN o.rule = 'multi' THEN NOT xk.unknown_start AND xk.max_to IS NULL
                ELSE NOT xk.unknown_start AND xk.open_facts = 1 AND xk.max_from = s.valid_from AND xk.disjoint END,
                false))
            AND o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'multi') AND o.valid_from IS NOT NULL
-           AND o.valid_to IS NULL AND coalesce(o.commit_time > xk.last_at, true) AS fits,
-           o.rule = 'multi' OR o.valid_from >= coalesce(greatest(max(o.valid_from) OVER earlier, xk.max_from),
-                                                         o.valid_from) AS in_order
+           AND o.valid_to IS NULL AND coalesce(o.commit_time > xk.last_at, true) AS fits
     FROM _tm_ops AS o
     LEFT JOIN _tm_xk AS xk ON xk.k = o.k
     LEFT JOIN _tm_state AS s ON s.f = xk.open_f
-    WINDOW earlier AS (PARTITION BY o.k ORDER BY o.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
-based AS (
-    SELECT y.*, bool_and(y.fits) OVER (PARTITION BY y.k ORDER BY y.op ROWS UNBOUNDED PRECEDING) AS base
+misfits AS (SELECT y.k, min(y.op) AS op FROM keyed AS y WHERE NOT y.fits GROUP BY y.k),
+-- Over the operations before each: the latest start, and the object of the last operation that
+-- started there. An operation is in order when it starts no earlier than that and the open
+-- fact, so that operation was the last in-order one unless the open fact starts later.
+seen AS (
+    SELECT y.* EXCLUDE (fits), max(y.valid_from) OVER earlier AS high,
+           arg_max(y.object, (y.valid_from, y.op)) OVER earlier AS high_object
     FROM keyed AS y
+    LEFT JOIN misfits AS m ON m.k = y.k
+    WHERE y.op < coalesce(m.op, y.op + 1)
+    WINDOW earlier AS (PARTITION BY y.k ORDER BY y.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 led AS (
-    SELECT b.* EXCLUDE (fits, base),
-           b.rule <> 'multi' AND b.in_order AND b.object IS DISTINCT FROM coalesce(
-               last_value(CASE WHEN b.in_order THEN b.object END IGNORE NULLS) OVER earlier, b.open_object) AS leads
-    FROM based AS b
-    WHERE b.base
-    WINDOW earlier AS (PARTITION BY b.k ORDER BY b.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    SELECT y.* EXCLUDE (max_from, high, high_object),
+           y.rule = 'multi' OR y.valid_from >= coalesce(greatest(y.high, y.max_from), y.valid_from) AS in_order,
+           y.rule <> 'multi' AND y.valid_from >= coalesce(greatest(y.high, y.max_from), y.valid_from)
+           AND y.object IS DISTINCT FROM CASE WHEN y.high >= coalesce(y.max_from, y.high) THEN y.high_object
+                                              ELSE y.open_object END AS leads
+    FROM seen AS y
 )
 SELECT l.*, CAST(sum(CAST(l.leads AS INTEGER)) OVER (PARTITION BY l.k ORDER BY l.op ROWS UNBOUNDED PRECEDING)
                  AS INTEGER) AS cur_run
@@ -178,8 +184,9 @@ WITH flagged AS (
     LEFT JOIN _tm_xt AS t ON t.op = b.op
 ),
 taken AS (
-    SELECT g.*, bool_and(g.clear) OVER (PARTITION BY g.k ORDER BY g.op ROWS UNBOUNDED PRECEDING) AS qualifies
-    FROM flagged AS g
+    SELECT g.* FROM flagged AS g
+    LEFT JOIN (SELECT g.k, min(g.op) AS op FROM flagged AS g WHERE NOT g.clear GROUP BY g.k) AS u ON u.k = g.k
+    WHERE g.op < coalesce(u.op, g.op + 1)
 ),
 stored_multi AS (
     SELECT s.k, s.object, arg_min(s.f, (s.first_recorded_at, s.fact_id)) AS f
@@ -199,8 +206,7 @@ FROM taken AS g
 JOIN _tm_ops AS o ON o.op = g.op
 LEFT JOIN _tm_xt AS t ON t.op = g.op
 LEFT JOIN multi AS m ON m.op = g.op
-LEFT JOIN _tm_state AS s ON s.f = g.open_f
-WHERE g.qualifies;
+LEFT JOIN _tm_state AS s ON s.f = g.open_f;
 
 -- One row per run: its fact as it starts (made at `made_round`, or stored: round 0), and for a
 -- single-valued key's in-order run the next run's fact, which ends it at `next_round`.
@@ -261,28 +267,29 @@ WITH grown AS (
     WHERE g.round > r.made_round
     GROUP BY a.k, a.run, g.round
 ),
-events AS (
-    SELECT r.k, r.run, r.made_round AS round FROM _tm_xruns AS r WHERE r.made_round > 0
+events AS (  -- each with its operation's commit time, and for a cut the operation that cuts
+    SELECT r.k, r.run, r.made_round AS round, r.first_recorded_at AS at, CAST(NULL AS BIGINT) AS cut_op
+    FROM _tm_xruns AS r WHERE r.made_round > 0
     UNION ALL
-    SELECT g.k, g.run, g.round FROM grown AS g
+    SELECT g.k, g.run, g.round, x.commit_time, NULL FROM grown AS g JOIN _tm_xr AS x ON x.k = g.k AND x.round = g.round
     UNION ALL
-    SELECT r.k, r.run, r.next_round FROM _tm_xruns AS r WHERE r.next_id IS NOT NULL
+    SELECT r.k, r.run, r.next_round, r.next_at, NULL FROM _tm_xruns AS r WHERE r.next_id IS NOT NULL
     UNION ALL
-    SELECT x.k, x.cut_run, x.round FROM _tm_xr AS x WHERE x.cuts AND x.cut_run IS NOT NULL
+    SELECT x.k, x.cut_run, x.round, x.commit_time, x.op FROM _tm_xr AS x WHERE x.cuts AND x.cut_run IS NOT NULL
 ),
 stamped AS (
-    SELECT e.k, e.run, e.round, g.artifacts
+    SELECT e.*, g.artifacts
     FROM events AS e
     ASOF LEFT JOIN grown AS g ON g.k = e.k AND g.run = e.run AND e.round >= g.round
 ),
 states AS (
-    SELECT t.round, r.*, coalesce(t.artifacts, r.artifacts) AS now_artifacts, x.commit_time,
+    SELECT t.round, r.*, coalesce(t.artifacts, r.artifacts) AS now_artifacts, t.at AS commit_time,
            coalesce(t.round >= r.next_round, false) AS closed, r.valid_from = r.next_from AS same_start,
-           x.cuts AND x.cut_run = t.run AS cut, x.cut_same_start, x.valid_from AS cut_from, x.new_id AS cut_id,
+           x.op IS NOT NULL AS cut, x.cut_same_start, x.valid_from AS cut_from, x.new_id AS cut_id,
            x.object AS cut_object
     FROM stamped AS t
     JOIN _tm_xruns AS r ON r.k = t.k AND r.run = t.run
-    JOIN _tm_xr AS x ON x.k = t.k AND x.round = t.round
+    LEFT JOIN (SELECT * FROM _tm_xr WHERE cuts) AS x ON x.op = t.cut_op
 ),
 ruled AS (  -- which change each state is: NULL (as made or grown), closed or retracted
     SELECT s.*, CASE WHEN s.cut THEN CASE WHEN s.cut_same_start THEN 'retracted' ELSE 'superseded' END
