@@ -114,6 +114,7 @@ CREATE OR REPLACE TEMP TABLE _tm_xt AS
 WITH late AS (
     SELECT b.op, b.k, b.object, b.valid_from, b.cur_run FROM _tm_xb AS b WHERE NOT b.in_order
 ),
+chain AS MATERIALIZED (SELECT c.* FROM _tm_xc AS c SEMI JOIN (SELECT DISTINCT l.k FROM late AS l) AS t ON t.k = c.k),
 ended AS (
     SELECT s.k, s.f, s.object, s.valid_from, s.valid_to, s.fact_id,
            min({'at': s.first_recorded_at, 'id': s.fact_id, 'f': s.f}) OVER (
@@ -124,7 +125,7 @@ ended AS (
     WHERE s.valid_to IS NOT NULL
 ),
 starts AS (
-    SELECT c.k, c.valid_from, min(c.run) AS first_run, max(c.run) AS last_run FROM _tm_xc AS c GROUP BY ALL
+    SELECT c.k, c.valid_from, min(c.run) AS first_run, max(c.run) AS last_run FROM chain AS c GROUP BY ALL
 ),
 found AS (
     SELECT l.op, l.k, l.valid_from, e.first AS by_ended,
@@ -135,9 +136,9 @@ found AS (
            en.object AS next_ended_object
     FROM late AS l
     ASOF LEFT JOIN ended AS e ON e.k = l.k AND e.object = l.object AND l.valid_from < e.valid_to
-    ASOF LEFT JOIN (SELECT * FROM _tm_xc WHERE next_from > valid_from) AS c
+    ASOF LEFT JOIN (SELECT * FROM chain WHERE next_from > valid_from) AS c
          ON c.k = l.k AND c.object = l.object AND l.valid_from < c.next_from
-    LEFT JOIN _tm_xc AS cur ON cur.k = l.k AND cur.run = l.cur_run
+    LEFT JOIN chain AS cur ON cur.k = l.k AND cur.run = l.cur_run
     ASOF LEFT JOIN starts AS sc ON sc.k = l.k AND l.valid_from >= sc.valid_from
     ASOF LEFT JOIN starts AS sn ON sn.k = l.k AND l.valid_from < sn.valid_from
     ASOF LEFT JOIN ended AS ec ON ec.k = l.k AND l.valid_from >= ec.valid_from
@@ -148,7 +149,7 @@ chosen AS (
                                                                        'id': r.fact_id, 'f': 0}) AS to_ended,
            r.run AS to_run
     FROM found AS d
-    LEFT JOIN _tm_xc AS r ON r.k = d.k AND r.run = d.by_run
+    LEFT JOIN chain AS r ON r.k = d.k AND r.run = d.by_run
 )
 SELECT d.op,
        CASE WHEN d.to_ended THEN n.run ELSE d.to_run END AS run,
@@ -162,9 +163,9 @@ SELECT d.op,
        CASE WHEN d.next_ended IS NOT NULL THEN d.next_ended_object ELSE nc.object END AS next_object
 FROM chosen AS d
 LEFT JOIN ended AS n ON n.f = d.by_ended.f
-LEFT JOIN _tm_xc AS ci ON ci.k = d.k AND ci.run = d.in_run
+LEFT JOIN chain AS ci ON ci.k = d.k AND ci.run = d.in_run
 LEFT JOIN ended AS ce ON ce.k = d.k AND ce.run = d.in_ended
-LEFT JOIN _tm_xc AS nc ON nc.k = d.k AND nc.run = d.next_run;
+LEFT JOIN chain AS nc ON nc.k = d.k AND nc.run = d.next_run;
 
 -- The operations the closed form takes: each key's longest prefix of in-order operations, late
 -- ones that merge, and late ones that cut into the timeline (`cuts`), with the run each lands
@@ -175,18 +176,21 @@ LEFT JOIN _tm_xc AS nc ON nc.k = d.k AND nc.run = d.next_run;
 -- continuing its earliest-recorded stored fact when there is one.
 CREATE OR REPLACE TEMP TABLE _tm_xr AS
 WITH flagged AS (
-    SELECT b.op, b.k, b.leads, b.open_f, CASE WHEN b.in_order THEN b.cur_run ELSE t.run END AS run,
-           NOT b.in_order AND t.run IS NULL AS cuts,
-           coalesce(b.valid_from >= max(CASE WHEN NOT b.in_order AND t.run IS NULL
-                                             THEN coalesce(t.next_from, 'infinity'::TIMESTAMPTZ) END) OVER (
-               PARTITION BY b.k ORDER BY b.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), true) AS clear
+    SELECT b.op, b.k, b.valid_from, b.leads, b.open_f, CASE WHEN b.in_order THEN b.cur_run ELSE t.run END AS run,
+           NOT b.in_order AND t.run IS NULL AS cuts, t.next_from
     FROM _tm_xb AS b
     LEFT JOIN _tm_xt AS t ON t.op = b.op
 ),
+unclear AS (  -- on the keys with a cut: each key's first operation that starts before a cut's end
+    SELECT g.k, min(g.op) AS op
+    FROM (SELECT g.k, g.op, g.valid_from < max(CASE WHEN g.cuts THEN coalesce(g.next_from, 'infinity'::TIMESTAMPTZ) END)
+                     OVER (PARTITION BY g.k ORDER BY g.op ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS blocked
+          FROM flagged AS g SEMI JOIN (SELECT DISTINCT c.k FROM flagged AS c WHERE c.cuts) AS t ON t.k = g.k) AS g
+    WHERE g.blocked
+    GROUP BY g.k
+),
 taken AS (
-    SELECT g.* FROM flagged AS g
-    LEFT JOIN (SELECT g.k, min(g.op) AS op FROM flagged AS g WHERE NOT g.clear GROUP BY g.k) AS u ON u.k = g.k
-    WHERE g.op < coalesce(u.op, g.op + 1)
+    SELECT g.* FROM flagged AS g LEFT JOIN unclear AS u ON u.k = g.k WHERE g.op < coalesce(u.op, g.op + 1)
 ),
 stored_multi AS (
     SELECT s.k, s.object, arg_min(s.f, (s.first_recorded_at, s.fact_id)) AS f
@@ -267,28 +271,33 @@ WITH grown AS (
     WHERE g.round > r.made_round
     GROUP BY a.k, a.run, g.round
 ),
-events AS (  -- each with its operation's commit time, and for a cut the operation that cuts
-    SELECT r.k, r.run, r.made_round AS round, r.first_recorded_at AS at, CAST(NULL AS BIGINT) AS cut_op
+events AS (  -- each with its run's state, its operation's commit time, and for a cut the operation
+    SELECT r.*, r.made_round AS round, r.first_recorded_at AS event_at, CAST(NULL AS BIGINT) AS cut_op
     FROM _tm_xruns AS r WHERE r.made_round > 0
     UNION ALL
-    SELECT g.k, g.run, g.round, x.commit_time, NULL FROM grown AS g JOIN _tm_xr AS x ON x.k = g.k AND x.round = g.round
+    SELECT r.*, r.next_round, r.next_at, NULL FROM _tm_xruns AS r WHERE r.next_id IS NOT NULL
     UNION ALL
-    SELECT r.k, r.run, r.next_round, r.next_at, NULL FROM _tm_xruns AS r WHERE r.next_id IS NOT NULL
+    SELECT r.*, g.round, x.commit_time, NULL
+    FROM grown AS g JOIN _tm_xruns AS r ON r.k = g.k AND r.run = g.run JOIN _tm_xr AS x ON x.k = g.k AND x.round = g.round
     UNION ALL
-    SELECT x.k, x.cut_run, x.round, x.commit_time, x.op FROM _tm_xr AS x WHERE x.cuts AND x.cut_run IS NOT NULL
+    SELECT r.*, x.round, x.commit_time, x.op
+    FROM _tm_xr AS x JOIN _tm_xruns AS r ON r.k = x.k AND r.run = x.cut_run WHERE x.cuts
 ),
-stamped AS (
+stamped AS (  -- the artifacts of the run's latest growth up to the event
+    SELECT e.*, CAST(NULL AS VARCHAR[]) AS grown_artifacts
+    FROM events AS e ANTI JOIN (SELECT DISTINCT g.k, g.run FROM grown AS g) AS g ON g.k = e.k AND g.run = e.run
+    UNION ALL
     SELECT e.*, g.artifacts
-    FROM events AS e
+    FROM (SELECT e.* FROM events AS e SEMI JOIN grown AS g ON g.k = e.k AND g.run = e.run) AS e
     ASOF LEFT JOIN grown AS g ON g.k = e.k AND g.run = e.run AND e.round >= g.round
 ),
 states AS (
-    SELECT t.round, r.*, coalesce(t.artifacts, r.artifacts) AS now_artifacts, t.at AS commit_time,
-           coalesce(t.round >= r.next_round, false) AS closed, r.valid_from = r.next_from AS same_start,
+    SELECT t.* EXCLUDE (grown_artifacts, event_at), coalesce(t.grown_artifacts, t.artifacts) AS now_artifacts,
+           t.event_at AS commit_time, coalesce(t.round >= t.next_round, false) AS closed,
+           t.valid_from = t.next_from AS same_start,
            x.op IS NOT NULL AS cut, x.cut_same_start, x.valid_from AS cut_from, x.new_id AS cut_id,
            x.object AS cut_object
     FROM stamped AS t
-    JOIN _tm_xruns AS r ON r.k = t.k AND r.run = t.run
     LEFT JOIN (SELECT * FROM _tm_xr WHERE cuts) AS x ON x.op = t.cut_op
 ),
 ruled AS (  -- which change each state is: NULL (as made or grown), closed or retracted
