@@ -9,10 +9,11 @@ predicates (its part ``intervals``, ``connection.bind_events``):
 ``_tm_stored``  the latest stored revision (``EVENT_SCHEMA`` rows) of every believed fact
                 of the batch's keys, made by :func:`load_stored`.
 
-:func:`apply` runs one round per operation of the busiest key (each round is a handful of
-statements over every key at once) and returns the revision rows to commit, the fact each
-assertion landed on, and the operations the write path refused. It commits nothing: the
-engine does (:mod:`tempomem.engine`).
+:func:`apply` runs closed-form passes (``closedform.sql``: a key's operations of the shapes most
+of a log has, in one pass whatever their number) and rounds for the rest (one operation of
+every key at once), and returns the revision rows to commit, the fact each assertion landed on,
+and the operations the write path refused. It commits nothing: the engine does
+(:mod:`tempomem.engine`).
 """
 
 from __future__ import annotations
