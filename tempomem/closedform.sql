@@ -304,16 +304,20 @@ ruled AS (  -- which change each state is: NULL (as made or grown), closed or re
     SELECT s.*, CASE WHEN s.cut THEN CASE WHEN s.cut_same_start THEN 'retracted' ELSE 'superseded' END
                      WHEN s.closed THEN CASE WHEN s.same_start THEN 'retracted' ELSE 'superseded' END END AS change,
            CASE WHEN s.cut THEN s.cut_id ELSE s.next_id END AS by_id,
-           CASE WHEN s.cut THEN s.cut_object ELSE s.next_object END AS by_object
+           CASE WHEN s.cut THEN s.cut_object ELSE s.next_object END AS by_object,
+           CASE WHEN s.cut THEN s.commit_time ELSE s.next_at END AS change_at
     FROM states AS s
 )
 SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
-       CASE WHEN s.change IS DISTINCT FROM 'superseded' THEN s.valid_to WHEN s.cut THEN s.cut_from
-            ELSE s.next_from END AS valid_to,
+       -- a cut keeps what an earlier closing by the next run set, unless it closes the fact again
+       CASE WHEN s.cut AND s.change = 'superseded' THEN s.cut_from
+            WHEN s.closed AND NOT s.same_start THEN s.next_from ELSE s.valid_to END AS valid_to,
        s.valid_from_inferred,
-       CASE WHEN s.change = 'retracted' THEN s.commit_time ELSE s.retracted_at END AS retracted_at,
-       CASE WHEN s.change = 'superseded' THEN s.commit_time ELSE s.superseded_at END AS superseded_at,
-       CASE WHEN s.change = 'superseded' THEN s.by_id ELSE s.superseded_by END AS superseded_by,
+       CASE WHEN s.change = 'retracted' THEN s.change_at ELSE s.retracted_at END AS retracted_at,
+       CASE WHEN s.change = 'superseded' THEN s.change_at
+            WHEN s.closed AND NOT s.same_start THEN s.next_at ELSE s.superseded_at END AS superseded_at,
+       CASE WHEN s.change = 'superseded' THEN s.by_id
+            WHEN s.closed AND NOT s.same_start THEN s.next_id ELSE s.superseded_by END AS superseded_by,
        coalesce(s.change, s.status) AS status,
        CASE WHEN s.change = 'retracted' THEN format('replaced by fact {} ({}) with the same valid_from', s.by_id,
                                                     s.by_object)

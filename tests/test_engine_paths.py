@@ -179,6 +179,11 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
         return [(names[r["fact_id"]], r["object"], r["valid_from"], r["valid_to"], r["status"],
                  names.get(r["superseded_by"]), list(r["artifacts"])) for r in frame.iter_rows(named=True)]
 
+    def superseded_at(fact_id_rank):
+        frame = mem.sql("SELECT * FROM revisions ORDER BY recorded_at, valid_from").pl()
+        fact_id = frame["fact_id"].unique(maintain_order=True)[fact_id_rank]
+        return frame.filter(pl.col("fact_id") == fact_id)["superseded_at"].to_list()
+
     assert revisions() == [
         ("F0", "a", day(1), None, "live", None, []),
         ("F0", "a", day(1), day(5), "superseded", "F1", []),         # b@5 closes it
@@ -193,6 +198,8 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
         ("F2", "a", day(10), day(12), "superseded", "F4", []),       # b@12 is in order
         ("F4", "b", day(12), None, "live", None, []),
     ]
+    # F1 closed by F2's commit (third), kept that time when b@3 grew it, then cut by c@7 (sixth)
+    assert superseded_at(1) == [None, ts("2026-01-03"), ts("2026-01-03"), ts("2026-01-06")]
     monkeypatch.setattr(engine, "SET_BASED_FROM", 0)
     mem.assert_many([{"subject": "k", "predicate": "p", "object": "b", "valid_from": day(6), "artifact": "x"},
                      {"subject": "k", "predicate": "p", "object": "c", "valid_from": day(8)},
@@ -203,6 +210,17 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
         ("F2", "a", day(10), day(11), "superseded", "F5", []),
         ("F5", "d", day(11), day(12), "superseded", "F4", []),
     ]
+
+
+def test_a_cut_after_a_close_keeps_the_close(tmp_path, monkeypatch):
+    """Found by CI's hypothesis run: y@1, x@6, y@6 (retracts x@6), then a late x@1 retracts the
+    first fact, which x@6 had already closed at 6: the retraction keeps that end and successor."""
+    rows = [("y", 1), ("x", 6), ("y", 6), ("x", 1)]
+    steps = [("assert", [{"subject": "b", "predicate": "p", "object": o, "valid_from": _BASE + (d - 1) * _DAY}
+                         for o, d in rows])]
+    one, _ = _both_paths(tmp_path, monkeypatch, steps)
+    first = one.history("b", revisions=True).sort("valid_from", "recorded_at").row(0, named=True)
+    assert (first["object"], first["status"], first["valid_to"]) == ("y", "retracted", _BASE + 5 * _DAY)
 
 
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
