@@ -130,7 +130,8 @@ starts AS (
 found AS (
     SELECT l.op, l.k, l.valid_from, e.first AS by_ended,
            CASE WHEN c.next_op < l.op THEN c.run WHEN cur.object = l.object THEN cur.run END AS by_run,
-           CASE WHEN sc.k IS NOT NULL THEN least(sc.last_run, l.cur_run) END AS in_run, ec.run AS in_ended, ec.valid_to AS in_ended_to,
+           CASE WHEN sc.k IS NOT NULL THEN least(sc.last_run, l.cur_run) END AS in_run,
+           CASE WHEN ec.valid_to > l.valid_from THEN ec.run END AS in_ended,
            CASE WHEN sn.first_run <= l.cur_run THEN least(sn.last_run, l.cur_run) END AS next_run,
            en.run AS next_ended, en.valid_from AS next_ended_from, en.fact_id AS next_ended_id,
            en.object AS next_ended_object
@@ -154,17 +155,16 @@ chosen AS (
 SELECT d.op,
        CASE WHEN d.to_ended THEN n.run ELSE d.to_run END AS run,
        CASE WHEN d.to_ended THEN d.by_ended.f END AS stored_f,
-       CASE WHEN d.in_run IS NOT NULL THEN d.in_run WHEN d.in_ended_to > d.valid_from THEN d.in_ended END AS cut_run,
-       CASE WHEN d.in_run IS NULL AND d.in_ended_to > d.valid_from THEN ce.f END AS cut_f,
-       CASE WHEN d.in_run IS NOT NULL THEN ci.valid_from = d.valid_from
-            WHEN d.in_ended_to > d.valid_from THEN ce.valid_from = d.valid_from END AS cut_same_start,
+       coalesce(d.in_run, d.in_ended) AS cut_run,
+       ce.f AS cut_f,
+       coalesce(ci.valid_from, ce.valid_from) = d.valid_from AS cut_same_start,
        coalesce(d.next_ended_from, nc.valid_from) AS next_from,
        CASE WHEN d.next_ended IS NOT NULL THEN d.next_ended_id ELSE nc.fact_id END AS next_id,
        CASE WHEN d.next_ended IS NOT NULL THEN d.next_ended_object ELSE nc.object END AS next_object
 FROM chosen AS d
 LEFT JOIN ended AS n ON n.f = d.by_ended.f
 LEFT JOIN chain AS ci ON ci.k = d.k AND ci.run = d.in_run
-LEFT JOIN ended AS ce ON ce.k = d.k AND ce.run = d.in_ended
+LEFT JOIN ended AS ce ON ce.k = d.k AND ce.run = d.in_ended AND d.in_run IS NULL
 LEFT JOIN chain AS nc ON nc.k = d.k AND nc.run = d.next_run;
 
 -- The operations the closed form takes: each key's longest prefix of in-order operations, late
