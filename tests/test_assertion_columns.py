@@ -3,6 +3,7 @@ and it never accepts a batch that new_assertion refuses."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import polars as pl
@@ -67,6 +68,10 @@ def _row(draw):
     return row
 
 
+# Each example opens a DuckDB connection; TEMPOMEM_HEAVY=1 runs five times as many.
+_EXAMPLES = 300 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 60
+
+
 def _row_by_row(rows):
     try:
         return ops_from_news([new_assertion(r, row=i) for i, r in enumerate(rows)])
@@ -74,7 +79,7 @@ def _row_by_row(rows):
         return None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=_EXAMPLES, deadline=None)
 @given(rows=st.lists(_row(), min_size=1, max_size=6))
 def test_columns_give_what_rows_give(rows):
     expected = _row_by_row(rows)
@@ -85,7 +90,7 @@ def test_columns_give_what_rows_give(rows):
         assert got.cast(expected.schema).equals(expected)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=_EXAMPLES, deadline=None)
 @given(rows=st.lists(_clean_row(), min_size=1, max_size=8))
 def test_clean_rows_are_read_column_wise_as_row_by_row(rows):
     expected = _row_by_row(rows)

@@ -183,8 +183,8 @@ def _windows_concatenate(mem: tm.Memory, bounds: list) -> dict:
     return whole
 
 
-# Each example builds a store and diffs it several times; TEMPOMEM_HEAVY=1 runs eight times as many.
-_WINDOW_EXAMPLES = 120 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 15
+# Each example builds a store and diffs it several times; TEMPOMEM_HEAVY=1 runs twelve times as many.
+_WINDOW_EXAMPLES = 120 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 10
 
 
 @settings(max_examples=_WINDOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -96,7 +96,7 @@ def _assert_all_landed(path: str, results: list[tuple], writers: int, revisions:
 
 @pytest.mark.parametrize("readers", [2])
 def test_spawned_writers_lose_nothing_and_readers_never_see_half_a_batch(tmp_path, readers):
-    writers, revisions = (8, 40) if HEAVY else (8, 15)
+    writers, revisions = (8, 40) if HEAVY else (6, 10)
     path = str(tmp_path / "store")
     tm.open(path, create=True)
     results, reader_out = _run_writers(path, multiprocessing.get_context("spawn"), writers, revisions, readers)

@@ -12,7 +12,7 @@ of the log), so no answer changes; but it is garbage on disk, and SPEC §8 says 
 reports such a file. So after a kill we accept exactly one kind of problem,
 ``unreferenced_file``, and require that such files are absent from the current snapshot.
 
-Default: 20 kills (about 20 s); ``TEMPOMEM_HEAVY=1``: 60 kills.
+Default: 12 kills (about 35 s); ``TEMPOMEM_HEAVY=1``: 60 kills.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import reliability_workers as workers
 import tempomem as tm
 
 HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
-KILLS = 60 if HEAVY else 20
+KILLS = 60 if HEAVY else 12
 
 
 class _Zygote:
