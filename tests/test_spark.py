@@ -4,8 +4,10 @@ One Spark session, a real `local-cluster[2,1,1024]` (two executor JVMs) started 
 pyspark wheel, over one store that holds every status: superseded, ended, retracted, erased,
 multi-valued, an unknown start, rows written after a fold and a backfilled part. Each
 registered view and function and both analytics run on a grid of valid and belief times that
-includes every instant a belief was replaced (and the microsecond before it); each grid is one
-Spark query (a UNION ALL of its points), compared with the same query on DuckDB.
+includes every instant a belief was replaced (and the microsecond before it; for memory_diff,
+sequenced and coalesced, whose queries cost Spark tens of seconds each, the default run takes
+the deciding points and TEMPOMEM_HEAVY=1 all of them); each grid is one Spark query, compared
+with the same query on DuckDB.
 """
 
 from __future__ import annotations
