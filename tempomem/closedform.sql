@@ -300,28 +300,33 @@ states AS (
     FROM stamped AS t
     LEFT JOIN (SELECT * FROM _tm_xr WHERE cuts) AS x ON x.op = t.cut_op
 ),
-ruled AS (  -- which change each state is: NULL (as made or grown), closed or retracted
-    SELECT s.*, CASE WHEN s.cut THEN CASE WHEN s.cut_same_start THEN 'retracted' ELSE 'superseded' END
-                     WHEN s.closed THEN CASE WHEN s.same_start THEN 'retracted' ELSE 'superseded' END END AS change,
-           CASE WHEN s.cut THEN s.cut_id ELSE s.next_id END AS by_id,
-           CASE WHEN s.cut THEN s.cut_object ELSE s.next_object END AS by_object,
-           CASE WHEN s.cut THEN s.commit_time ELSE s.next_at END AS change_at
+ruled AS (  -- what the state's event did to its fact, each decided once: what supersedes it (its
+            -- end, time and successor) and what retracts it. A cut supersedes the fact, or
+            -- retracts it and keeps what the next run's closing set before.
+    SELECT s.*,
+           CASE WHEN s.cut AND NOT s.cut_same_start
+                     THEN {'valid_to': s.cut_from, 'at': s.commit_time, 'id': s.cut_id, 'object': s.cut_object}
+                WHEN s.closed AND NOT s.same_start
+                     THEN {'valid_to': s.next_from, 'at': s.next_at, 'id': s.next_id, 'object': s.next_object}
+           END AS superseding,
+           CASE WHEN s.cut AND s.cut_same_start THEN {'at': s.commit_time, 'id': s.cut_id, 'object': s.cut_object}
+                WHEN NOT s.cut AND s.closed AND s.same_start
+                     THEN {'at': s.next_at, 'id': s.next_id, 'object': s.next_object}
+           END AS retracting
     FROM states AS s
 )
 SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
-       -- a cut keeps what an earlier closing by the next run set, unless it closes the fact again
-       CASE WHEN s.cut AND s.change = 'superseded' THEN s.cut_from
-            WHEN s.closed AND NOT s.same_start THEN s.next_from ELSE s.valid_to END AS valid_to,
+       CASE WHEN s.superseding IS NULL THEN s.valid_to ELSE s.superseding.valid_to END AS valid_to,
        s.valid_from_inferred,
-       CASE WHEN s.change = 'retracted' THEN s.change_at ELSE s.retracted_at END AS retracted_at,
-       CASE WHEN s.change = 'superseded' THEN s.change_at
-            WHEN s.closed AND NOT s.same_start THEN s.next_at ELSE s.superseded_at END AS superseded_at,
-       CASE WHEN s.change = 'superseded' THEN s.by_id
-            WHEN s.closed AND NOT s.same_start THEN s.next_id ELSE s.superseded_by END AS superseded_by,
-       coalesce(s.change, s.status) AS status,
-       CASE WHEN s.change = 'retracted' THEN format('replaced by fact {} ({}) with the same valid_from', s.by_id,
-                                                    s.by_object)
-            WHEN s.change = 'superseded' THEN format('superseded by fact {} ({})', s.by_id, s.by_object)
+       CASE WHEN s.retracting IS NULL THEN s.retracted_at ELSE s.retracting.at END AS retracted_at,
+       CASE WHEN s.superseding IS NULL THEN s.superseded_at ELSE s.superseding.at END AS superseded_at,
+       CASE WHEN s.superseding IS NULL THEN s.superseded_by ELSE s.superseding.id END AS superseded_by,
+       CASE WHEN s.retracting IS NOT NULL THEN 'retracted' WHEN s.superseding IS NOT NULL THEN 'superseded'
+            ELSE s.status END AS status,
+       CASE WHEN s.retracting IS NOT NULL
+                 THEN format('replaced by fact {} ({}) with the same valid_from', s.retracting.id, s.retracting.object)
+            WHEN s.superseding IS NOT NULL
+                 THEN format('superseded by fact {} ({})', s.superseding.id, s.superseding.object)
             ELSE s.reason END AS reason,
        s.now_artifacts AS artifacts, s.first_recorded_at, s.commit_time AS last_recorded_at, true AS emitted
 FROM ruled AS s
