@@ -173,16 +173,19 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
                    "recorded_at": ts("2026-01-01") + i * _DAY, "artifacts": more[0] if more else []}
                   for i, (o, d, *more) in enumerate(rows)], resolve=True)
 
-    def revisions():
+    def named_revisions():
+        """The revisions in belief order, each fact named F0, F1, ... as it first appears."""
         frame = mem.sql("SELECT * FROM revisions ORDER BY recorded_at, valid_from").pl()
         names = {f: f"F{i}" for i, f in enumerate(frame["fact_id"].unique(maintain_order=True))}
-        return [(names[r["fact_id"]], r["object"], r["valid_from"], r["valid_to"], r["status"],
-                 names.get(r["superseded_by"]), list(r["artifacts"])) for r in frame.iter_rows(named=True)]
+        return [dict(r, name=names[r["fact_id"]], successor=names.get(r["superseded_by"]))
+                for r in frame.iter_rows(named=True)]
 
-    def superseded_at(fact_id_rank):
-        frame = mem.sql("SELECT * FROM revisions ORDER BY recorded_at, valid_from").pl()
-        fact_id = frame["fact_id"].unique(maintain_order=True)[fact_id_rank]
-        return frame.filter(pl.col("fact_id") == fact_id)["superseded_at"].to_list()
+    def revisions():
+        return [(r["name"], r["object"], r["valid_from"], r["valid_to"], r["status"], r["successor"],
+                 list(r["artifacts"])) for r in named_revisions()]
+
+    def superseded_at(name):
+        return [r["superseded_at"] for r in named_revisions() if r["name"] == name]
 
     assert revisions() == [
         ("F0", "a", day(1), None, "live", None, []),
@@ -199,7 +202,7 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
         ("F4", "b", day(12), None, "live", None, []),
     ]
     # F1 closed by F2's commit (third), kept that time when b@3 grew it, then cut by c@7 (sixth)
-    assert superseded_at(1) == [None, ts("2026-01-03"), ts("2026-01-03"), ts("2026-01-06")]
+    assert superseded_at("F1") == [None, ts("2026-01-03"), ts("2026-01-03"), ts("2026-01-06")]
     monkeypatch.setattr(engine, "SET_BASED_FROM", 0)
     mem.assert_many([{"subject": "k", "predicate": "p", "object": "b", "valid_from": day(6), "artifact": "x"},
                      {"subject": "k", "predicate": "p", "object": "c", "valid_from": day(8)},
