@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 
 import tempomem as tm
 from tempomem.times import to_utc
+
+#: TEMPOMEM_HEAVY=1: the property, reliability and Spark tests run many more cases (CI runs the default).
+HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 
 
 class TestClock:

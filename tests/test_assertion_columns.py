@@ -3,11 +3,11 @@ and it never accepts a batch that new_assertion refuses."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import polars as pl
 import pytest
+from conftest import HEAVY
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -69,7 +69,7 @@ def _row(draw):
 
 
 # Each example opens a DuckDB connection; TEMPOMEM_HEAVY=1 runs five times as many.
-_EXAMPLES = 300 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 60
+_EXAMPLES = 300 if HEAVY else 60
 
 
 def _row_by_row(rows):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 from datetime import timedelta
 
 import polars as pl
 import pytest
 from analytics_helpers import PLAIN_REVISIONS, Clock, assert_previous_columns, at, new_store
+from conftest import HEAVY
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -184,7 +184,7 @@ def _windows_concatenate(mem: tm.Memory, bounds: list) -> dict:
 
 
 # Each example builds a store and diffs it several times; TEMPOMEM_HEAVY=1 runs twelve times as many.
-_WINDOW_EXAMPLES = 120 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 10
+_WINDOW_EXAMPLES = 120 if HEAVY else 10
 
 
 @settings(max_examples=_WINDOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

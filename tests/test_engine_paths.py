@@ -4,12 +4,11 @@ belief time after another."""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import polars as pl
 import pytest
-from conftest import TestClock, ts
+from conftest import HEAVY, TestClock, ts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +22,7 @@ _BASE = ts("2025-01-01")
 _PREDICATES = {"p": "single", "m": "multi", "r": "single"}
 
 # CI runs a smaller sample (each example builds two stores); TEMPOMEM_HEAVY=1 runs five times as many.
-_EXAMPLES = 60 if os.environ.get("TEMPOMEM_HEAVY") == "1" else 12
+_EXAMPLES = 60 if HEAVY else 12
 
 
 def _open(path, clock):

@@ -10,12 +10,12 @@ groups of a few rows, to exercise that path too.
 
 from __future__ import annotations
 
-import os
 import random
 from datetime import timedelta
 
 import polars as pl
 import pytest
+from conftest import HEAVY
 from polars.testing import assert_frame_equal
 
 import tempomem as tm
@@ -30,7 +30,6 @@ OBJECTS = ["a", "b", "c", "ada"]
 SCOPES = ["default", "team"]
 # Each run is a random store of 30 commits; the default run takes three seeds, each path once
 # or twice, and TEMPOMEM_HEAVY=1 every seed on both paths.
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 _RUNS = [(s, st) for s in range(3) for st in (False, True)] if HEAVY else [(0, False), (1, True), (2, True)]
 
 

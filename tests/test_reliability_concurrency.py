@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
-import os
 import queue
 
 import pytest
 import reliability_workers as workers
+from conftest import HEAVY
 
 import tempomem as tm
-
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 
 
 def _run_writers(path: str, ctx: multiprocessing.context.BaseContext, writers: int, revisions: int,

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import reliability_workers as workers
+from conftest import HEAVY
 
 import tempomem as tm
 
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 KILLS = 60 if HEAVY else 12
 
 

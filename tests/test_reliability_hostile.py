@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from datetime import date, datetime, timedelta, timezone
 
 import hypothesis.strategies as st
 import polars as pl
 from click.testing import CliRunner
+from conftest import HEAVY
 from hypothesis import HealthCheck, given, settings
 
 import tempomem as tm
 from tempomem.cli import cli
 
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 EXAMPLES = 300 if HEAVY else 40
 SQL = "x'); DROP TABLE facts; --"
 

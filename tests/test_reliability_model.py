@@ -19,13 +19,12 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import hypothesis.strategies as st
+from conftest import HEAVY
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from reference_model import US, Model
 
 import tempomem as tm
-
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 
 SUBJECTS = ["alice", "bob"]
 PREDICATES = {"role": ("single", "last_write_wins"), "skill": ("multi", None), "desk": ("single", "reject")}

@@ -12,7 +12,6 @@ with the same query on DuckDB.
 
 from __future__ import annotations
 
-import os
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,7 +24,7 @@ import tempomem as tm
 
 pyspark = pytest.importorskip("pyspark", reason="the [spark] extra (pyspark) is not installed")
 
-from tests.conftest import TestClock  # noqa: E402
+from tests.conftest import HEAVY, TestClock  # noqa: E402
 
 if shutil.which("java") is None:
     pytest.skip("no Java runtime (java not on PATH): Spark cannot start; .ci/run installs "
@@ -33,9 +32,6 @@ if shutil.which("java") is None:
 
 import tempomem.spark as tms  # noqa: E402
 
-# Every Spark query costs tens of seconds, whatever the data: the default run checks the grids'
-# points that decide an answer (either side of a replaced belief); TEMPOMEM_HEAVY=1 all of them.
-HEAVY = os.environ.get("TEMPOMEM_HEAVY") == "1"
 VALID = ["2025-01-15", "2025-06-15", "2025-11-15", "2025-12-15", "2026-01-15", "2026-06-01"]
 
 
