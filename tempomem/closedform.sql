@@ -57,6 +57,7 @@ WITH keyed AS (
     FROM _tm_ops AS o
     LEFT JOIN _tm_xk AS xk ON xk.k = o.k
     LEFT JOIN _tm_state AS s ON s.f = xk.open_f
+    WHERE o.round <= $window
 ),
 misfits AS (SELECT y.k, min(y.op) AS op FROM keyed AS y WHERE NOT y.fits GROUP BY y.k),
 -- Over the operations before each: the latest start, and the object of the last operation that
@@ -354,7 +355,10 @@ SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
 SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round
 WHERE e.status <> 'retracted';
 
--- stored in round order, so that each round's `round = $round` skips the others' row groups
+-- @part next_sorted
+-- After a pass that took most of what was left: the rest, each key's renumbered from round 1,
+-- stored in round order, so that each round's `round = $round` and each pass's window skip the
+-- others' row groups.
 CREATE OR REPLACE TEMP TABLE _tm_ops AS
 SELECT o.* REPLACE (CAST(o.round - coalesce(t.taken, 0) AS INTEGER) AS round)
 FROM _tm_ops AS o
@@ -366,3 +370,15 @@ ORDER BY round;
 CREATE OR REPLACE TEMP TABLE _tm_state AS
 SELECT s.* FROM _tm_state AS s
 SEMI JOIN (SELECT DISTINCT o.k FROM _tm_ops AS o) AS t ON t.k = s.k;
+
+-- @part next_in_place
+-- After a pass that took a few operations off many left (one key with very many operations,
+-- cutting into its timeline every few dozen): the same, changing the rows in place, since
+-- sorting all that is left again cost more than the pass.
+DELETE FROM _tm_ops WHERE op IN (SELECT x.op FROM _tm_xr AS x);
+
+UPDATE _tm_ops SET round = CAST(_tm_ops.round - t.taken AS INTEGER)
+FROM (SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k) AS t
+WHERE t.k = _tm_ops.k;
+
+DELETE FROM _tm_state WHERE k NOT IN (SELECT DISTINCT o.k FROM _tm_ops AS o);

@@ -45,6 +45,13 @@ _STATE_COLUMNS = ("fact_id", "object", "valid_from", "valid_to", "valid_from_inf
                   "superseded_at", "superseded_by", "status", "reason", "artifacts", "first_recorded_at")
 
 
+#: After the first pass, a pass reads each key's next this many operations, four times as many
+#: after a pass in which a key took all it read. A key with very many operations that cut into
+#: its timeline ends its prefix every few dozen of them: reading all it has left in every pass
+#: made a pass cost in proportion to the operations left, not to those taken.
+WINDOW_FROM = 256
+_UNBOUNDED = 2**31 - 1
+
 #: Below this many operations left, a closed-form pass that takes anything pays: a pass then
 #: costs about as many statements as a round, which is all a small round costs. Above it, a pass
 #: reads every operation left, so it must take a round's worth (one per key left) to go on.
@@ -129,16 +136,20 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
     offset = 0
     ops_left, keys_left, rounds_left = con.sql(
         "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
+    window = _UNBOUNDED
     while True:
         for statement in _statements()["runs"]:
-            con.execute(statement)
+            con.execute(statement, {"window": window} if "$window" in statement else None)
         closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
         emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
         offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
-        taken = ops_left
+        taken, busiest = con.sql("SELECT coalesce(sum(n), 0), coalesce(max(n), 0) "
+                                 "FROM (SELECT count(*) AS n FROM _tm_xr GROUP BY k)").fetchall()[0]
+        for statement in _statements()["next_sorted" if 2 * taken >= ops_left else "next_in_place"]:
+            con.execute(statement)
+        window = 4 * window if busiest >= window else WINDOW_FROM
         ops_left, keys, last = con.sql(
             "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
-        taken -= ops_left
         if taken == 0 or (taken < keys_left and taken + ops_left >= ALTERNATE_FROM):
             _rounds(con, emitted, offset, last)
             return emitted
