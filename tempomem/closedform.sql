@@ -115,15 +115,19 @@ CREATE OR REPLACE TEMP TABLE _tm_xt AS
 WITH late AS (
     SELECT b.op, b.k, b.object, b.valid_from, b.cur_run FROM _tm_xb AS b WHERE NOT b.in_order
 ),
-chain AS MATERIALIZED (SELECT c.* FROM _tm_xc AS c SEMI JOIN (SELECT DISTINCT l.k FROM late AS l) AS t ON t.k = c.k),
+lows AS (SELECT l.k, min(l.valid_from) AS low FROM late AS l GROUP BY l.k),
+chain AS MATERIALIZED (SELECT c.* FROM _tm_xc AS c SEMI JOIN lows AS t ON t.k = c.k),
+-- Only facts ending after the key's earliest late start can be looked up below. In start
+-- order ends rise too (the facts are disjoint), so these are the latest-starting ones, and
+-- `first` and `run` come out as over all of them.
 ended AS (
     SELECT s.k, s.f, s.object, s.valid_from, s.valid_to, s.fact_id,
            min({'at': s.first_recorded_at, 'id': s.fact_id, 'f': s.f}) OVER (
                PARTITION BY s.k, s.object ORDER BY s.valid_to DESC ROWS UNBOUNDED PRECEDING) AS first,
            CAST(-row_number() OVER (PARTITION BY s.k ORDER BY s.valid_from DESC) AS INTEGER) AS run
     FROM _tm_state AS s
-    SEMI JOIN (SELECT DISTINCT l.k FROM late AS l) AS t ON t.k = s.k
-    WHERE s.valid_to IS NOT NULL
+    JOIN lows AS t ON t.k = s.k
+    WHERE s.valid_to > t.low
 ),
 starts AS (
     SELECT c.k, c.valid_from, min(c.run) AS first_run, max(c.run) AS last_run FROM chain AS c GROUP BY ALL

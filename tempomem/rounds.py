@@ -104,6 +104,10 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         "arity": pa.array([rules[p][0] for p in predicates], pa.string()),
         "rule": pa.array([decisions.rule_of(rules[p][0], rules[p][1] or default_policy) for p in predicates],
                          pa.string())}))
+    # DuckDB answers an ASOF join whose left side it expects to be small with a nested loop. A
+    # pass's late operations are often estimated that small while the key's ended facts number
+    # thousands: the loop then grows with their product, pass after pass.
+    con.execute("SET asof_loop_join_threshold = 0")
     try:
         _prepare(con, default_policy, new_nonce() if nonce is None else nonce)
         emitted = _apply_all(con)
@@ -114,6 +118,7 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         return Applied(rows, con.sql("SELECT op, fact_id FROM _tm_landed ORDER BY op").to_arrow_table(),
                        con.sql("SELECT * FROM _tm_refused ORDER BY op").to_arrow_table())
     finally:
+        con.execute("RESET asof_loop_join_threshold")
         for name in ("_tm_decisions_in", "_tm_rules_in", "_tm_emitted"):
             con.unregister(name)
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
