@@ -135,7 +135,9 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
     its timeline, so the next pass goes on from there. A correction, an unknown start or a
     ``reject`` key ends a key's prefix before that operation: when a pass takes nothing off the
     busiest key, one round applies the next operation of every key. Passes go on while they pay
-    (:data:`ALTERNATE_FROM`); after that, plain rounds to the end.
+    (:data:`ALTERNATE_FROM`); after that, plain rounds to the end. The first pass reads every
+    operation; the next ones a window of each key's (:data:`WINDOW_FROM`), and what is left is
+    renumbered sorted after a pass that took most of it, in place after one that took little.
     """
     emitted: list[pa.Table] = []
     offset = 0

@@ -24,7 +24,8 @@
 -- This file needs macros.sql (tm_overlaps, tm__cmp_starts) loaded first.
 --
 -- Statements are grouped in parts named by `-- @part` lines (connection.sql_parts): `setup` runs
--- once; then `runs` (the closed form, in closedform.sql), and while it pays, one `round` and
+-- once; then `runs` (the closed form, in closedform.sql, over each key's next $window
+-- operations) and `next_sorted` or `next_in_place` after it, and while it pays, one `round` and
 -- `advance` before it is tried again; then each statement of `round` once per round with $round
 -- bound; `output` once at the end.
 
