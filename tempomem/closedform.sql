@@ -359,6 +359,10 @@ SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
 SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round
 WHERE e.status <> 'retracted';
 
+-- How many operations the pass took off each key: for the driver's next window and for
+-- renumbering what is left (either part below).
+CREATE OR REPLACE TEMP TABLE _tm_xtaken AS SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k;
+
 -- @part next_sorted
 -- After a pass that took most of what was left: the rest, each key's renumbered from round 1,
 -- stored in round order, so that each round's `round = $round` and each pass's window skip the
@@ -366,7 +370,7 @@ WHERE e.status <> 'retracted';
 CREATE OR REPLACE TEMP TABLE _tm_ops AS
 SELECT o.* REPLACE (CAST(o.round - coalesce(t.taken, 0) AS INTEGER) AS round)
 FROM _tm_ops AS o
-LEFT JOIN (SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k) AS t ON t.k = o.k
+LEFT JOIN _tm_xtaken AS t ON t.k = o.k
 WHERE o.round > coalesce(t.taken, 0)
 ORDER BY round;
 
@@ -382,7 +386,7 @@ SEMI JOIN (SELECT DISTINCT o.k FROM _tm_ops AS o) AS t ON t.k = s.k;
 DELETE FROM _tm_ops WHERE op IN (SELECT x.op FROM _tm_xr AS x);
 
 UPDATE _tm_ops SET round = CAST(_tm_ops.round - t.taken AS INTEGER)
-FROM (SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k) AS t
+FROM _tm_xtaken AS t
 WHERE t.k = _tm_ops.k;
 
 DELETE FROM _tm_state WHERE k NOT IN (SELECT DISTINCT o.k FROM _tm_ops AS o);

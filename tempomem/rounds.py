@@ -123,7 +123,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
             con.unregister(name)
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
                      "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_xb",
-                     "_tm_xc", "_tm_xt", "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe"):
+                     "_tm_xc", "_tm_xt", "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe",
+                     "_tm_xtaken"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -150,8 +151,8 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
         closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
         emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
         offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
-        taken, busiest = con.sql("SELECT coalesce(sum(n), 0), coalesce(max(n), 0) "
-                                 "FROM (SELECT count(*) AS n FROM _tm_xr GROUP BY k)").fetchall()[0]
+        taken, busiest = con.sql("SELECT coalesce(sum(taken), 0), coalesce(max(taken), 0) "
+                                 "FROM _tm_xtaken").fetchall()[0]
         for statement in _statements()["next_sorted" if 2 * taken >= ops_left else "next_in_place"]:
             con.execute(statement)
         window = 4 * window if busiest >= window else WINDOW_FROM
