@@ -37,19 +37,16 @@ def new_fact_id(at: datetime) -> str:
     serial = (seq % 65536) << 44 | (os.getpid() % 4096) << 32 | secrets.randbits(32)
     return f"{us:014x}{serial:015x}"
 
-# A row's fact id: the given one, else 14 hex digits of recorded_at in µs (clamped to
-# 0 .. 2^56 - 1) and 15 of (nonce + row) as the serial: unique in the load and in the order of
-# (recorded_at, row). One hex conversion of a 117-bit number whose leading 1 is
-# dropped (fixed width without lpad; about half the cost of format()).
+# A time as µs since the epoch, clamped to the 14 hex digits of an id (0 .. 2^56 - 1). A row's
+# fact id: the given one, else 14 hex digits of that and 15 of (nonce + row) as the serial:
+# unique in the load and in the order of (recorded_at, row). One hex conversion of a 117-bit
+# number whose leading 1 is dropped (fixed width without lpad; about half the cost of format()).
 FACT_ID_MACRO = """
+CREATE OR REPLACE TEMP MACRO tm__id_us(t) AS least(greatest(epoch_us(t), 0), 72057594037927935);
 CREATE OR REPLACE TEMP MACRO tm__fact_id(given, recorded_at, row_, nonce) AS
 coalesce(given, lower(substr(to_hex((CAST(1 AS HUGEINT) << 116)
-    + (CAST(least(greatest(epoch_us(recorded_at), 0), 72057594037927935) AS HUGEINT) << 60) + nonce + row_), 2)))
+    + (CAST(tm__id_us(recorded_at) AS HUGEINT) << 60) + nonce + row_), 2)))
 """
-
-#: SQL: a time as µs since the epoch, clamped to the 14 hex digits of an id (as in ``tm__fact_id``).
-CLAMPED_US = "least(greatest(epoch_us({}), 0), 72057594037927935)"
-ID_US = CLAMPED_US.format("first_recorded_at_")
 
 #: Two lowercase hex digits per byte value, as the two bytes of a little-endian uint16.
 _HEX_PAIRS = np.array([ord(f"{b:02x}"[0]) | ord(f"{b:02x}"[1]) << 8 for b in range(256)], dtype="<u2")

@@ -383,9 +383,8 @@ def test_generated_ids_are_the_fact_id_macro_made_per_batch() -> None:
     cases = [("1970-01-01 00:00:00+00", 0, 0), ("1960-05-01 00:00:00+00", 3, 7),  # before 1970: µs 0
              ("2025-01-01 12:34:56.789012+00", 41, (1 << 59) - 1), ("9999-12-31 23:59:59.999999+00", 10**9, 12345)]
     expected, us, serial = [], [], []
-    clamp = ids.ID_US.replace("first_recorded_at_", "$t::TIMESTAMPTZ")
     for at, row_, nonce in cases:
-        made, clamped = con.sql(f"SELECT tm__fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), {clamp}",
+        made, clamped = con.sql("SELECT tm__fact_id(NULL, $t::TIMESTAMPTZ, $r, $n), tm__id_us($t::TIMESTAMPTZ)",
                                 params={"t": at, "r": row_, "n": nonce}).fetchall()[0]
         expected.append(made)
         us.append(clamped)

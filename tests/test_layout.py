@@ -37,7 +37,8 @@ MAX_LINES = 400
 MAX_SQL_LINES = 800
 #: The SQL of the features, out of their Python (issue 18), one file per concern.
 FEATURE_SQL = ("probes.sql", "reports.sql", "recall.sql", "graph.sql", "queries.sql", "backfill_flags.sql",
-               "backfill_replay.sql", "importers.sql", "backfill_input.sql", "backfill_checks.sql")
+               "backfill_replay.sql", "importers.sql", "backfill_input.sql", "backfill_checks.sql",
+               "backfill_write.sql", "backfill_parse.sql")
 
 
 def _modules() -> dict[str, Path]:

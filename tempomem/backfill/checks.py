@@ -19,28 +19,20 @@ from .columns import BELIEF_STATUSES, INPUT_COLUMNS, NUMBERS, STRINGS, TIMES
 
 #: Stage 2's statements, in the order they run.
 _SQL = sql_parts("backfill_checks.sql")
+#: Stage 1's readings of one value, as macros.
+_PARSE = sql_parts("backfill_parse.sql")
 
 
-def _blank_sql(col: str) -> str:
-    """SQL: text ``col`` is empty or only spaces (what trim() removes); trim() copies the
-    text, so it only runs on the rare values that start with a space."""
-    return f"({col} = '' OR (starts_with({col}, ' ') AND trim({col}) = ''))"
-
-
-def _text_sql(col: str, duck_type: str) -> str:
-    """A column as text, NULL when empty or blank (a blank subject is a missing one)."""
-    return f"nullif(trim(CAST({col} AS VARCHAR)), '')" if duck_type != "VARCHAR" else \
-        f"CASE WHEN {_blank_sql(col)} THEN NULL ELSE {col} END"
-
-
-def _list_sql(col: str, duck_type: str, element: str) -> str:
-    if duck_type == "VARCHAR":
-        # A JSON list ('["a","b"]'), a DuckDB list literal, or one bare value (artifacts only).
-        bare = f"[{col}]" if element == "VARCHAR" else "NULL"
-        return (f"CASE WHEN trim({col}) = '' THEN NULL "
-                f"WHEN starts_with(trim({col}), '[') THEN coalesce(try(from_json({col}, '[\"{element}\"]')), "
-                f"TRY_CAST({col} AS {element}[])) ELSE {bare} END")
-    return f"TRY_CAST({col} AS {element}[])"
+#: Stage 1's readings (backfill_parse.sql): per kind of column, the macro reading a text source
+#: and the one reading a source of any other type.
+_READERS = {"text": ("tm__bf_text", "tm__bf_text_of"), "number": ("tm__bf_number", "tm__bf_number"),
+            "flag": ("tm__bf_flag", "tm__bf_flag"), "strings": ("tm__bf_strings_text", "tm__bf_strings"),
+            "floats": ("tm__bf_floats_text", "tm__bf_floats"),
+            "attributes": ("tm__bf_attributes_text", "tm__bf_attributes"),
+            "given": ("tm__bf_given_text", "tm__bf_given")}
+_KINDS = {**dict.fromkeys(STRINGS, "text"), **dict.fromkeys(NUMBERS, "number"), "valid_from_inferred": "flag",
+          "artifacts": "strings", "embedding": "floats"}
+_TYPES = {"text": "VARCHAR", "number": "DOUBLE", "flag": "BOOLEAN", "strings": "VARCHAR[]", "floats": "FLOAT[]"}
 
 
 class Loader:
@@ -60,31 +52,27 @@ class Loader:
         self.absent: dict[str, str] = {}
 
     # stage 1 ------------------------------------------------------------------------------
+    def _read(self, kind: str, name: str, column: str | None = None) -> str:
+        """SQL: the backfill_parse.sql macro of ``kind`` for the input column ``name``'s type, over
+        ``column`` (the column itself by default)."""
+        text, other = _READERS[kind]
+        return f"{text if self.columns[name] == 'VARCHAR' else other}({column or quote(name)})"
+
     def _parsed_select(self) -> tuple[str, dict[str, Any]]:
         """The parsed columns; a column the input lacks is a typed NULL, noted in ``absent``."""
         cols, params = self.columns, {}
         out = ["__row"]
-
-        def parsed(name: str, sql: str, sql_type: str) -> None:
-            if name in cols:
-                out.append(f"{sql} AS {name}")
-            else:
+        for name in (*STRINGS, *TIMES, *NUMBERS, "valid_from_inferred", "artifacts", "embedding"):
+            sql_type = "TIMESTAMPTZ" if name in TIMES else _TYPES[_KINDS[name]]
+            if name not in cols:
                 self.absent[name] = sql_type
                 out.append(f"CAST(NULL AS {sql_type}) AS {name}")
-
-        for name in STRINGS:
-            parsed(name, _text_sql(quote(name), cols.get(name, "")), "VARCHAR")
-        for name in TIMES:
-            parsed(name, time_sql(quote(name), cols.get(name, ""), self.epoch_unit), "TIMESTAMPTZ")
-            out.append(self._source(name))
-        for name in NUMBERS:
-            parsed(name, f"TRY_CAST({quote(name)} AS DOUBLE)", "DOUBLE")
-            out.append(self._source(name))
-        parsed("valid_from_inferred", 'TRY_CAST("valid_from_inferred" AS BOOLEAN)', "BOOLEAN")
-        out.append(self._source("valid_from_inferred"))
-        for name, element in (("artifacts", "VARCHAR"), ("embedding", "FLOAT")):
-            parsed(name, _list_sql(quote(name), cols.get(name, ""), element), f"{element}[]")
-            out.append(self._source(name))
+            elif name in TIMES:
+                out.append(f"{time_sql(quote(name), cols[name], self.epoch_unit)} AS {name}")
+            else:
+                out.append(f"{self._read(_KINDS[name], name)} AS {name}")
+            if name in _RAW:
+                out.append(self._source(name))
         attributes = self._attributes_sql(params)
         if attributes is None:
             self.absent["attributes"] = "VARCHAR"
@@ -102,42 +90,24 @@ class Loader:
 
     def _present(self, name: str) -> str:
         """SQL: the source gave a value for ``name`` (blank text counts as none)."""
-        if name not in self.columns:
-            return "false"
-        if self.columns[name] == "VARCHAR":
-            return f"coalesce(NOT {_blank_sql(f'_src_{name}')}, false)"
-        return f"(_src_{name} IS NOT NULL)"
+        return self._read("given", name, f"_src_{name}") if name in self.columns else "false"
 
     @staticmethod
     def _raw(name: str) -> str:
         """SQL: the source value of ``name`` as text (NULL when blank), for rejection messages."""
-        return f"nullif(trim(CAST(_src_{name} AS VARCHAR)), '')"
+        return f"tm__bf_text_of(_src_{name})"
 
     def _attributes_sql(self, params: dict[str, Any]) -> str | None:
         """Every non-spec column as one JSON object, merged over a given ``attributes`` column."""
         extra = [c for c in self.columns if c not in INPUT_COLUMNS]
-        # The object's members are written as text, a row's null fields left out: what
-        # json_object then json_merge_patch onto {} make, without parsing every object again.
         members = []
         for i, name in enumerate(extra):
             params[f"attr{i}"] = name
-            members.append(f"to_json($attr{i}) || ':' || to_json({quote(name)})")
-        extra_json = None
-        if members:
-            present = f"list_filter([{', '.join(members)}], lambda m: m IS NOT NULL)"
-            extra_json = f"nullif('{{' || array_to_string({present}, ',') || '}}', '{{}}')"
-        given = None
-        if "attributes" in self.columns:
-            t = self.columns["attributes"]
-            if t == "VARCHAR":
-                given = ('CASE WHEN "attributes" IS NULL OR trim("attributes") = \'\' THEN NULL '
-                         'WHEN json_valid("attributes") THEN "attributes" '
-                         'ELSE CAST(to_json("attributes") AS VARCHAR) END')
-            else:
-                given = 'CAST(to_json("attributes") AS VARCHAR)'
+            members.append(f"tm__bf_member($attr{i}, {quote(name)})")
+        extra_json = f"tm__bf_extra([{', '.join(members)}])" if members else None
+        given = self._read("attributes", "attributes") if "attributes" in self.columns else None
         if given and extra_json:
-            return (f"CASE WHEN ({extra_json}) IS NULL THEN {given} WHEN ({given}) IS NULL THEN {extra_json} "
-                    f"ELSE CAST(json_merge_patch({given}, {extra_json}) AS VARCHAR) END")
+            return f"tm__bf_merged({given}, {extra_json})"
         return given or extra_json
 
     def _rules(self) -> list[tuple[str, str, str, str]]:
@@ -191,6 +161,7 @@ class Loader:
         value and reason are built only for rejected rows. The raw text of the columns is used
         here and not kept.
         """
+        self.con.execute(_PARSE["macros"])
         parsed, params = self._parsed_select()
         rules = self._rules()
         bad = "CASE " + " ".join(f"WHEN {c} THEN {i}" for i, (c, _, _, _) in enumerate(rules)) + " END"

@@ -12,116 +12,23 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..ids import CLAMPED_US, ID_US, generated_ids
-from ..schema import EVENT_SCHEMA, PREVIOUS
+from ..connection import sql_parts
+from ..ids import generated_ids
+from ..schema import EVENT_SCHEMA
 from ..storage import BackgroundWriter, writer
 from .report import Progress
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
-# One revision per row from recorded_at; a row retracted later also gives a retracted revision
-# at retracted_at (a row retracted at the instant it was recorded is one retracted revision).
-# A large load is written in ranges of (scope, subject), [from, to), one statement each, in
-# order (see _key_ranges). Sorting moves every column a row carries, so the rows are sorted
-# while they are narrow: the columns the input lacks are left out until after it ({absent},
-# put back as NULLs in `given`), and so are the columns computed from the row (a generated
-# fact id, the default text, the constants, the prev_* of a retraction). When every fact is
-# one row, the input rows are sorted ({row_order}) before they become revisions: a row's
-# retraction shares its fact id and follows it. When rows share a fact_id, a fact's revisions
-# interleave by belief time, so they are numbered by a window over the fact first and sorted
-# after it ({revision_order}).
-_REVISIONS_SQL = """
-WITH ranged AS (
-    SELECT r.* EXCLUDE (_fixed, _no_start{absent}) FROM _bf_rows r
-    -- the key range being written: [from, to) in (scope, subject) order; NULL = unbounded
-    WHERE ($from_scope IS NULL OR coalesce(r.scope, 'default') > $from_scope
-           OR (coalesce(r.scope, 'default') = $from_scope AND r.subject >= $from_subject))
-      AND ($to_scope IS NULL OR coalesce(r.scope, 'default') < $to_scope
-           OR (coalesce(r.scope, 'default') = $to_scope AND r.subject < $to_subject))
-    {row_order}
-),
-given AS (
-    SELECT *{absent_nulls} FROM ranged
-),
-derived AS (
-    SELECT r.* REPLACE ({early_fact_id} AS fact_id),
-           coalesce(r.scope, 'default') AS scope_, r.retracted_at = r.recorded_at AS born_retracted,
-           CASE WHEN r.status IN ('live', 'ended', 'superseded') THEN r.status
-                WHEN r.superseded_by IS NOT NULL THEN 'superseded'
-                WHEN r.valid_to IS NOT NULL THEN 'ended' ELSE 'live' END AS belief_status,
-           -- part 0 is the row as recorded; part 1 its retraction, when that came later. One
-           -- scan makes both (a UNION of two reads would materialise the rows first).
-           unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
-    FROM given r
-),
-revs AS (
-    SELECT * REPLACE (
-               CASE WHEN part = 1 THEN retracted_at ELSE recorded_at END AS recorded_at,
-               CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
-               CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
-               CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END
-                   AS reason,
-               -- superseded when the row was recorded, unless it says when: both parts agree
-               coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at),
-           recorded_at AS first_recorded_at_,
-           CASE WHEN part = 0 AND retracted_at > recorded_at THEN retracted_at END AS folded_until_
-    FROM derived
-),
-numbered AS (
-    SELECT *, CAST({revision} AS INTEGER) AS revision_, {first_recorded_at} AS first_recorded_at__,
-           {folded_until} AS folded_until__{previous_window}
-    FROM revs
-),
-sorted AS (
-    SELECT * FROM numbered {revision_order}
-)
-SELECT {late_fact_id} AS fact_id, scope_ AS scope, subject, predicate, object,
-       coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
-       valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at, superseded_at,
-       superseded_by, status, reason, source, confidence,
-       CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
-       coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
-       coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
-       revision_ AS revision, {previous}, first_recorded_at__ AS first_recorded_at, true AS folded,
-       folded_until__ AS folded_until{id_parts}
-FROM sorted
-"""
-# How revision number, first recorded time and belief end are derived: over every row of a
-# fact when rows share a fact_id, from the row itself otherwise (no window to compute).
-# So are the previous revision's columns (prev_*): the revision before in belief time, or, for
-# the retraction (part 1) of a fact of one row, the row as recorded (part 0), whose columns the
-# row still holds; those need no window, and are made after the sort.
-_BY_ROW = {"revision": "row_number() OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
-           "first_recorded_at": "min(recorded_at) OVER (PARTITION BY fact_id)",
-           "folded_until": "lead(recorded_at) OVER (PARTITION BY fact_id ORDER BY recorded_at, part)",
-           "previous_window": "".join(f", lag({n}) OVER (PARTITION BY fact_id ORDER BY recorded_at, part) AS prev_{n}_"
-                                      for n in PREVIOUS),
-           "previous": ", ".join(f"prev_{n}_ AS prev_{n}" for n in PREVIOUS),
-           "row_order": "", "revision_order": "ORDER BY scope_, subject, predicate, {fact_order}, revision_"}
-_PART_0 = {"recorded_at": "first_recorded_at_", "retracted_at": "CAST(NULL AS TIMESTAMPTZ)", "status": "belief_status"}
-_ONE_ROW_PER_FACT = {"revision": "1 + part", "first_recorded_at": "first_recorded_at_",
-                     "folded_until": "folded_until_", "previous_window": "",
-                     "previous": ", ".join(f"CASE WHEN part = 1 THEN {_PART_0.get(n, n)} END AS prev_{n}"
-                                           for n in PREVIOUS),
-                     "row_order": "ORDER BY coalesce(r.scope, 'default'), r.subject, r.predicate, {row_fact_order}",
-                     "revision_order": ""}
+#: The write's SQL (backfill_write.sql): the parts each load runs, chosen by whether the input
+#: has fact ids and whether rows share them, then ``revisions`` once per key range.
+_SQL = sql_parts("backfill_write.sql")
+_IDS = {True: "ids_given", False: "ids_generated"}
+_FACTS = {True: "rows_share_facts", False: "one_row_per_fact"}
 #: Columns the input may lack that _bf_rows still gives values (see candidates and merged in
 #: backfill_checks.sql): they are not NULL throughout, so they stay in the sort.
 _RECOMPUTED = ("valid_from_inferred", "artifacts")
-# Where the fact id is made and what the sort compares. With ids in the input, the id (given
-# or generated) is a sort key, so it is made first. Without, every id is generated and sorts
-# like (recorded_at clamped as in tm__fact_id, row): the sort compares those two integers,
-# which leave the query as the columns _id_us and _id_serial; the id text is made from them
-# by generated_ids while the batch is written (a quarter of the write query's CPU in SQL).
-# ``row_fact_order`` is the same order over an input row, before it becomes revisions.
-_GIVEN_IDS = {"early_fact_id": "tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
-              "fact_order": "fact_id", "row_fact_order": "tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce)",
-              "late_fact_id": "fact_id", "id_parts": ""}
-_GENERATED_IDS = {"early_fact_id": "r.fact_id", "fact_order": f"{ID_US}, __row",
-                  "row_fact_order": f"{CLAMPED_US.format('r.recorded_at')}, r.__row",
-                  "late_fact_id": "CAST(NULL AS VARCHAR)",
-                  "id_parts": f", {ID_US} AS _id_us, nonce + __row AS _id_serial"}
 
 
 #: Rows one sort handles: a load with more is written as several sorted key ranges, so that
@@ -179,15 +86,12 @@ def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: in
         return 0
     # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
     # has one revision (two when retracted later).
-    has_ids = has_fact_id and con.sql(
+    shared = has_fact_id and con.sql(
         "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
-    ids = _GIVEN_IDS if has_fact_id else _GENERATED_IDS
-    order = _BY_ROW if has_ids else _ONE_ROW_PER_FACT
-    nulls = {name: sql_type for name, sql_type in absent.items() if name not in _RECOMPUTED}
-    query = _REVISIONS_SQL.format(**{
-        **order, **ids, "row_order": order["row_order"].format(**ids),
-        "revision_order": order["revision_order"].format(**ids), "absent": "".join(f", {name}" for name in nulls),
-        "absent_nulls": "".join(f", CAST(NULL AS {sql_type}) AS {name}" for name, sql_type in nulls.items())})
+    nulls = [name for name in absent if name not in _RECOMPUTED]
+    con.execute(_SQL["absent"], {"absent": nulls})
+    for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
+        con.execute(_SQL[part])
     last_api_us = engine.last_api_us()
     target = engine.storage.new_file_path()
     written = 0
@@ -195,12 +99,13 @@ def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: in
     try:
         with BackgroundWriter(target) as out:
             for key_range in _key_ranges(con, loaded):
-                rows = con.sql(query, params={"origin": origin, "ingested_at": ingested_at, **key_range})
+                rows = con.sql(_SQL["revisions"], params={"origin": origin, "ingested_at": ingested_at,
+                                                          "absent": nulls, **key_range})
                 for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
-                    if not has_fact_id:
-                        ids = generated_ids(batch.column("_id_us"), batch.column("_id_serial"))
-                        batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
-                                                           names=EVENT_SCHEMA.names)
+                    ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
+                                                                             batch.column("_id_serial"))
+                    batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
+                                                       names=EVENT_SCHEMA.names)
                     out.write(batch.cast(EVENT_SCHEMA))
                     changes.see(batch)
                     written += batch.num_rows
