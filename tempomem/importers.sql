@@ -7,6 +7,18 @@
 -- the time grammar of SPEC §2 (timegrammar.TEXT_TIME_MACRO). A source row that becomes two
 -- revisions gives two input rows with the same `fact_id` and `__row`.
 
+-- @part graphiti_edges
+-- A Graphiti export ($path) as read: a JSON array of edges or JSON Lines, one row per edge and
+-- every field as JSON (maximum_depth 1), so that no value is read as another type; the reader
+-- makes text of them. $sample edges show the fields (-1: all; an edge with a field the sample
+-- did not show is an error, and the reader reads again with all).
+SELECT * FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 1, sample_size = $sample);
+
+-- @part graphiti_wrapped
+-- The same for an export that is one object holding the edges under `edges`.
+SELECT unnest(edges, recursive := true)
+FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 3, sample_size = $sample);
+
 -- @part graphiti
 -- Graphiti / Zep edges. Graphiti edits an edge in place: expired_at is when the end became
 -- known. Before it the edge was believed open-ended; from it, closed at invalid_at. Expired

@@ -10,7 +10,6 @@ names source rows.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -98,38 +98,71 @@ _GRAPHITI_OPTIONAL = ("uuid", "name", "source_node_uuid", "target_node_uuid", "g
                       "reference_time", "attributes", "created_at")
 
 
+#: The fields of an edge that are lists of text; every other field is read as text.
+_GRAPHITI_LISTS = ("episodes", "episode_uuids")
+#: Edges whose fields DuckDB samples before reading (its default); a later field means all.
+_GRAPHITI_SAMPLE = 20_480
+
+
 def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
-    """Edges from a JSON array, an object with an ``edges`` list, or JSON Lines."""
+    """Edges from a JSON array, an object with an ``edges`` list, or JSON Lines, read by DuckDB:
+    a field's text as given (a number's or a nested value's as its JSON text), ``episodes`` and
+    ``episode_uuids`` as lists of text, ``attributes`` as JSON text."""
+    if not os.path.isfile(path):
+        raise TempomemError(f"data: no file {os.fspath(path)}")
+    con = new_connection()
+    without_progress_bar(con)
     try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise TempomemError(f"data: cannot read {os.fspath(path)}: {exc.strerror}") from None
+        table = _graphiti_edges(con, os.fspath(path))
+    except duckdb.Error as exc:
+        raise TempomemError(f"data: cannot read {os.fspath(path)} as Graphiti edges (a JSON list of objects, "
+                            f"an object with an edges list, or JSON Lines): {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
+    for name in _GRAPHITI_LISTS:  # both lists, so COALESCE(episodes, episode_uuids) binds
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, pa.list_(pa.string())))
+    return _with_columns(table, _GRAPHITI_OPTIONAL)
+
+
+def _graphiti_edges(con: duckdb.DuckDBPyConnection, path: str) -> pa.Table:
+    """The edges of a Graphiti file as text fields (see :func:`_read_graphiti`). The first
+    edges show the fields; when a later edge has another, the read fails and every edge is
+    sampled."""
     try:
-        parsed = json.loads(text)
-        # a dict is {"edges": [...]} or the only line of a JSON Lines file: one edge
-        edges = (parsed["edges"] if "edges" in parsed else [parsed]) if isinstance(parsed, dict) else parsed
-    except json.JSONDecodeError:
-        try:
-            edges = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise TempomemError(f"data: {os.fspath(path)} is neither JSON nor JSON Lines: {exc}") from None
-    if not isinstance(edges, list) or not all(isinstance(e, dict) for e in edges):
-        raise TempomemError(f"data: {os.fspath(path)} should hold a list of Graphiti edges")
-    names = list(dict.fromkeys(k for e in edges for k in e))
-    columns = {}
-    for name in names:
-        values = [e.get(name) for e in edges]
-        if name == "attributes":  # a free-form object: kept as JSON text
-            values = [None if v is None else json.dumps(v, sort_keys=True) for v in values]
-        if name in ("episodes", "episode_uuids"):
-            columns[name] = pa.array(values, pa.list_(pa.string()))
-        else:
-            columns[name] = _column([None if v is None else v if isinstance(v, list) else str(v) for v in values])
-    for name in ("episodes", "episode_uuids"):  # both lists, so COALESCE(episodes, episode_uuids) binds
-        if name not in columns:
-            columns[name] = pa.nulls(len(edges), pa.list_(pa.string()))
-    return _with_columns(pa.table(columns) if names else pa.table({"uuid": pa.array([], pa.string())}),
-                         _GRAPHITI_OPTIONAL)
+        return _graphiti_text(con, path, sample=_GRAPHITI_SAMPLE)
+    except duckdb.InvalidInputException as exc:
+        if "unknown key" not in str(exc):
+            raise
+        return _graphiti_text(con, path, sample=-1)
+
+
+def _graphiti_text(con: duckdb.DuckDBPyConnection, path: str, sample: int) -> pa.Table:
+    params = {"path": path, "sample": sample}
+    no_edges = pa.table({"uuid": pa.array([], pa.string())})
+    try:
+        edges = con.sql(_SQL["graphiti_edges"], params=params)
+    except duckdb.BinderException as exc:  # not objects: an error unless there is nothing at all
+        if "non-record JSON" in str(exc) and not con.sql(
+                "SELECT count(*) FROM read_json($path, format = 'auto', records = 'false')",
+                params={"path": path}).fetchall()[0][0]:
+            return no_edges
+        raise
+    if "edges" in edges.columns and len(edges.limit(2).fetchall()) == 1:
+        edges = con.sql(_SQL["graphiti_wrapped"], params=params)
+        if not edges.limit(1).fetchall():
+            return no_edges
+    return edges.select(*(_graphiti_field(name).alias(name) for name in edges.columns)).to_arrow_table()
+
+
+def _graphiti_field(name: str) -> duckdb.Expression:
+    """A field read as JSON, as what the mapping reads: lists of text, JSON text, or text."""
+    column = duckdb.ColumnExpression(name)
+    if name in _GRAPHITI_LISTS:
+        return duckdb.FunctionExpression("from_json", column, duckdb.ConstantExpression('["VARCHAR"]'))
+    if name == "attributes":
+        return column.cast(duckdb.sqltype("VARCHAR"))
+    return duckdb.FunctionExpression("json_extract_string", column, duckdb.ConstantExpression("$"))
 
 
 def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import polars as pl
+import pytest
 from conftest import ts
 
 import tempomem as tm
+from tempomem import sources
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -105,6 +108,31 @@ def test_generic_csv_with_mapping(mem: tm.Memory, tmp_path: Path) -> None:
                                              "logged": "recorded_at", "effective": "valid_from"})
     assert report.loaded == 2 and report.flag_count("overlapping_values") == 2
     assert mem.as_believed("2025-03-01", "2025-01-15", "checkout-api")["object"].to_list() == ["eu-west-1"]
+
+
+def test_graphiti_edges_wrapped_late_fields_and_values_that_are_not_text(mem: tm.Memory, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    # An export wrapped as {"edges": [...]}; the second edge has a field the first lacks (past the
+    # fields DuckDB samples: here one edge); a number and a nested object are read as their JSON
+    # text, never as another value; a list that is not edges is refused, changing nothing.
+    monkeypatch.setattr(sources, "_GRAPHITI_SAMPLE", 1)
+    edges = [{"uuid": "e1", "source_name": "api", "target_name": "m5", "name": "RUNS_ON",
+              "created_at": "2025-01-01T00:00:00Z", "valid_at": "2024-06-01", "episodes": ["ep-1"]},
+             {"uuid": "e2", "source_name": "api", "target_name": 7, "name": "REPLICAS",
+              "created_at": "2025-01-02T00:00:00Z", "valid_at": "2024-07-01", "invalid_at": "2024-08-01",
+              "fact": {"count": 7}}]
+    path = tmp_path / "wrapped.json"
+    path.write_text(json.dumps({"edges": edges}))
+    report = mem.backfill(path, format="graphiti")
+    assert (report.rows_read, report.loaded, report.rejected.height) == (2, 2, 0)
+    replicas = mem.get("e2")
+    assert (replicas.object, replicas.text, replicas.valid_to) == ("7", '{"count":7}', ts("2024-08-01"))
+    assert list(mem.get("e1").artifacts) == ["ep-1"]
+    bad = tmp_path / "numbers.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(tm.TempomemError, match="as Graphiti edges"):
+        mem.backfill(bad, format="graphiti")
+    assert mem.sql("SELECT count(*) FROM facts").fetchall() == [(2,)]
 
 
 def test_graphiti_jsonl_with_only_one_episode_column(mem: tm.Memory, tmp_path: Path) -> None:
