@@ -95,26 +95,26 @@ FROM query_table(revs) r;
 
 -- @part rows_share_facts
 -- Rows share fact ids: a fact's revisions interleave by belief time, so they are numbered by a
--- window over the fact (recorded_at is distinct within a fact: backfill_checks.sql refuses a
--- repeat), sorted after it, and end where tm__believed says (revisions.sql), as stored ones do.
+-- window over the fact and sorted after it. Within a fact every recorded_at is distinct
+-- (backfill_checks.sql refuses a repeat and a row after the retraction), so recorded_at orders
+-- its revisions as their numbers do, and the belief end is tm__believed_until's (revisions.sql),
+-- computed in the same window.
 CREATE OR REPLACE TEMP MACRO tm__bf_ranged(from_scope, from_subject, to_scope, to_subject, absent) AS TABLE
 SELECT COLUMNS(lambda c: c NOT IN ('_fixed', '_no_start') AND NOT list_contains(absent, c))
 FROM _bf_rows r
 WHERE tm__bf_in_range(coalesce(r.scope, 'default'), r.subject, from_scope, from_subject, to_scope, to_subject);
 
 CREATE OR REPLACE TEMP MACRO tm__bf_numbered(revs) AS TABLE
-WITH numbered AS (
-    SELECT r.*, CAST(row_number() OVER w AS INTEGER) AS revision,
-           min(r.recorded_at) OVER (PARTITION BY r.scope, r.subject, r.predicate, r.fact_id) AS first_recorded_at,
-           lag(r.object) OVER w AS prev_object, lag(r.valid_from) OVER w AS prev_valid_from,
-           lag(r.valid_to) OVER w AS prev_valid_to, lag(r.recorded_at) OVER w AS prev_recorded_at,
-           lag(r.retracted_at) OVER w AS prev_retracted_at, lag(r.superseded_at) OVER w AS prev_superseded_at,
-           lag(r.superseded_by) OVER w AS prev_superseded_by, lag(r.status) OVER w AS prev_status
-    FROM query_table(revs) r
-    WINDOW w AS (PARTITION BY r.scope, r.subject, r.predicate, r.fact_id ORDER BY r.recorded_at, r.part)
-)
-SELECT b.* RENAME (believed_until AS folded_until) FROM tm__believed(revs := 'numbered') b
-ORDER BY b.scope, b.subject, b.predicate, b.fact_id, b.revision;
+SELECT r.*, CAST(row_number() OVER w AS INTEGER) AS revision,
+       min(r.recorded_at) OVER (PARTITION BY r.scope, r.subject, r.predicate, r.fact_id) AS first_recorded_at,
+       tm__believed_until(r.recorded_at, r.scope, r.subject, r.predicate, r.fact_id, r.recorded_at) AS folded_until,
+       lag(r.object) OVER w AS prev_object, lag(r.valid_from) OVER w AS prev_valid_from,
+       lag(r.valid_to) OVER w AS prev_valid_to, lag(r.recorded_at) OVER w AS prev_recorded_at,
+       lag(r.retracted_at) OVER w AS prev_retracted_at, lag(r.superseded_at) OVER w AS prev_superseded_at,
+       lag(r.superseded_by) OVER w AS prev_superseded_by, lag(r.status) OVER w AS prev_status
+FROM query_table(revs) r
+WINDOW w AS (PARTITION BY r.scope, r.subject, r.predicate, r.fact_id ORDER BY r.recorded_at)
+ORDER BY r.scope, r.subject, r.predicate, r.fact_id, revision;
 
 -- @part revisions
 -- The stored rows of one key range ($from_scope, $from_subject, $to_scope, $to_subject), in

@@ -14,6 +14,10 @@
 -- did not show is an error, and the reader reads again with all).
 SELECT * FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 1, sample_size = $sample);
 
+-- @part graphiti_values
+-- How many JSON values a file ($path) holds that is not a list of objects: none is an empty export.
+SELECT count(*) FROM read_json($path, format = 'auto', records = 'false');
+
 -- @part graphiti_wrapped
 -- The same for an export that is one object holding the edges under `edges`.
 SELECT unnest(edges, recursive := true)

@@ -22,16 +22,19 @@
 CREATE OR REPLACE VIEW _tm_fresh_rows AS
 SELECT e.* FROM _tm_fresh_events AS e WHERE e.folded IS NOT TRUE;
 
--- The one derivation of belief time: every row of `revs` (a table of revision rows, named) with
--- its `believed_until`, the `recorded_at` of the next revision of its fact (NULL while it is the
--- belief). The views below read it over the fresh rows; the backfill's overlap flag over the
--- revisions a load writes (backfill_flags.sql). A filter on the key or the fact reaches below
--- the window (it partitions by them).
+-- The one derivation of belief time: a revision is believed until the next revision of its fact
+-- (its key and fact_id, in the order of `revision`) was recorded; NULL while it is the belief.
+-- A window expression, so that the backfill computes it in the window that numbers the revisions
+-- it writes (backfill_write.sql), with no sort of its own.
+CREATE OR REPLACE MACRO tm__believed_until(recorded_at, scope, subject, predicate, fact_id, revision) AS
+    lead(recorded_at) OVER (PARTITION BY scope, subject, predicate, fact_id ORDER BY revision);
+
+-- Every row of `revs` (a table of revision rows, named) with its `believed_until`. The views
+-- below read it over the fresh rows; the backfill's overlap flag over the revisions a load
+-- writes (backfill_flags.sql). A filter on the key or the fact reaches below the window (it
+-- partitions by them).
 CREATE OR REPLACE MACRO tm__believed(revs := '_tm_fresh_rows') AS TABLE
-SELECT r.*,
-       lead(r.recorded_at) OVER (
-           PARTITION BY r.scope, r.subject, r.predicate, r.fact_id ORDER BY r.revision
-       ) AS believed_until
+SELECT r.*, tm__believed_until(r.recorded_at, r.scope, r.subject, r.predicate, r.fact_id, r.revision) AS believed_until
 FROM query_table(revs) AS r;
 
 -- Rows written since the last fold, with their belief end among themselves.

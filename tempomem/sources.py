@@ -143,9 +143,8 @@ def _graphiti_text(con: duckdb.DuckDBPyConnection, path: str, sample: int) -> pa
     try:
         edges = con.sql(_SQL["graphiti_edges"], params=params)
     except duckdb.BinderException as exc:  # not objects: an error unless there is nothing at all
-        if "non-record JSON" in str(exc) and not con.sql(
-                "SELECT count(*) FROM read_json($path, format = 'auto', records = 'false')",
-                params={"path": path}).fetchall()[0][0]:
+        values = con.sql(_SQL["graphiti_values"], params={"path": path}) if "non-record JSON" in str(exc) else None
+        if values is not None and not values.fetchall()[0][0]:
             return no_edges
         raise
     if "edges" in edges.columns and len(edges.limit(2).fetchall()) == 1:

@@ -205,6 +205,23 @@ def _named_arguments(tree: exp.Expression, params: dict, signatures: dict[str, S
     return tree
 
 
+def _window_macros(tree: exp.Expression, signatures: dict[str, Statement]) -> exp.Expression:
+    """Each call of a scalar macro whose body is one window expression, written out in place."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        callee = signatures.get(call.name)
+        if callee is None or callee.table:
+            continue
+        body = sqlglot.parse_one(callee.body, read="duckdb")
+        if not isinstance(body, exp.Window):
+            continue
+        args = dict(zip((name for name, _ in callee.params), call.expressions, strict=True))
+        for column in list(body.find_all(exp.Column)):
+            if not column.table and column.name in args:
+                column.replace(args[column.name].copy())
+        call.replace(body)
+    return tree
+
+
 @cache
 def _binder() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection on an empty store, with every view and macro: it lists the columns a
@@ -350,6 +367,7 @@ def _syntax(node: exp.Expression) -> exp.Expression:
 REWRITES: dict[str, Callable[..., exp.Expression]] = {
     "query_table_default": lambda tree, params, sigs: tree,   # applied in _create, before the rest
     "named_arguments": lambda tree, params, sigs: _named_arguments(tree, params, sigs),
+    "window_macros": lambda tree, params, sigs: _window_macros(tree, sigs),
     "star_replace": lambda tree, params, sigs: _star_replace(tree, params),
     "columns_lambda": lambda tree, params, sigs: tree,        # spelled out with star_replace
     "union_by_name": lambda tree, params, sigs: _union_by_name(tree, params),
