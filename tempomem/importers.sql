@@ -112,8 +112,7 @@ UNION ALL BY NAME
 -- ADD/UPDATE events without a readable time: backfill rejects them and says why
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
        event_raw AS recorded_at, ev AS mem0_event, actor_id, role
-FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE')
-ORDER BY __row, recorded_at;
+FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
 
 -- @part mem0_orphans
 -- The importer's flag: a DELETE with no value to delete, an unknown event, or a DELETE whose
