@@ -63,50 +63,25 @@ SELECT unnest([
 ], recursive := true)
 FROM _bf_counts;
 
--- @part changing_keys
--- The overlap test's candidate keys when nothing was written: the single-valued keys ($multi
--- lists the multi-valued predicates) holding more than one value in this load. Keys are
--- 64-bit hashes: integers compare far faster than text, and a collision only adds a
--- candidate (the test compares the values).
-CREATE OR REPLACE TEMP TABLE _bf_candidate_keys AS
-SELECT hash(coalesce(scope, 'default'), subject, predicate) AS kh FROM _bf_rows
-WHERE NOT list_contains($multi, predicate)
-GROUP BY kh HAVING min(hash(object)) <> max(hash(object));
-
--- @part written_keys
--- The candidate keys as the write saw them: those whose value changed between adjacent sorted
--- rows (`_bf_written_keys`, registered by the caller).
-CREATE OR REPLACE TEMP TABLE _bf_candidate_keys AS
-SELECT hash(w.scope, w.subject, w.predicate) AS kh FROM _bf_written_keys w;
-
 -- @part candidates
--- The revisions the load writes for the candidate keys, with the columns the overlap test reads
--- (as backfill.write derives them): a row is a revision at its recorded_at and, retracted later,
--- a retracted revision at its retracted_at (a row retracted at the instant it was recorded is
--- one retracted revision). `revision` is a revision's belief time in µs: it orders a fact's
--- revisions as their numbers do (the rows of a fact have distinct belief times, none after its
--- retraction: fact_rejects in backfill_checks.sql refuses the others).
+-- The revisions the load wrote ($file, the Parquet file of the write, sorted by key) that are
+-- believed (not retracted) and belong to the candidate keys: the single-valued keys ($multi
+-- lists the multi-valued predicates) whose value changed between adjacent written rows
+-- (`_bf_written_keys`, registered by the caller). Each is read as written, its belief end
+-- being the `folded_until` the write derived (revisions.sql's tm__believed_until), so the test
+-- repeats neither that derivation nor its sort. `kh` hashes the key: the parts of the test
+-- split on it, and integers compare faster than text.
 CREATE OR REPLACE TEMP TABLE _bf_candidate_revs AS
-WITH candidate_rows AS (
-    SELECT * FROM (
-        SELECT r.__row, hash(coalesce(r.scope, 'default'), r.subject, r.predicate) AS kh,
-               coalesce(r.scope, 'default') AS scope, r.subject, r.predicate,
-               tm__fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id, r.object,
-               r.valid_from, r.valid_to, r.recorded_at, r.retracted_at
-        FROM _bf_rows r
-        WHERE NOT list_contains($multi, r.predicate)
-    ) AS c
-    WHERE c.kh IN (SELECT k.kh FROM _bf_candidate_keys k)
-),
-parts AS (   -- part 0: the row as recorded; part 1: its retraction, when that came later
-    SELECT c.*, unnest(CASE WHEN c.retracted_at > c.recorded_at THEN [0, 1] ELSE [0] END) AS part
-    FROM candidate_rows c
-)
-SELECT p.__row, p.kh, p.scope, p.subject, p.predicate, p.fact_id, p.object, p.valid_from, p.valid_to,
-       CASE WHEN p.part = 1 THEN p.retracted_at ELSE p.recorded_at END AS recorded_at,
-       CASE WHEN p.part = 1 OR p.retracted_at = p.recorded_at THEN p.retracted_at END AS retracted_at,
-       epoch_us(CASE WHEN p.part = 1 THEN p.retracted_at ELSE p.recorded_at END) AS revision
-FROM parts p;
+SELECT hash(w.scope, w.subject, w.predicate) AS kh, w.scope, w.subject, w.predicate, w.fact_id, w.object,
+       w.valid_from, w.valid_to, w.recorded_at, w.folded_until AS believed_until
+FROM read_parquet($file) AS w
+SEMI JOIN _bf_written_keys AS k ON k.scope = w.scope AND k.subject = w.subject AND k.predicate = w.predicate
+WHERE w.retracted_at IS NULL AND NOT list_contains($multi, w.predicate);
+
+-- @part overlapping
+-- The revisions found overlapping, over the passes (empty, with the candidates' columns).
+CREATE OR REPLACE TEMP TABLE _bf_overlapping AS
+SELECT c.scope, c.subject, c.predicate, c.fact_id, c.recorded_at FROM _bf_candidate_revs AS c LIMIT 0;
 
 -- @part part_revs
 -- One part of the candidate revisions ($part of $parts, by key hash), for one pass of the test.
@@ -114,16 +89,23 @@ CREATE OR REPLACE TEMP TABLE _bf_part_revs AS
 SELECT * FROM _bf_candidate_revs WHERE kh % $parts = $part;
 
 -- @part overlap
--- The rows whose value overlaps another fact's value of the same key in both valid and belief
--- time: check()'s rule (tm_problems, macros.sql) over the part's revisions, with the belief
--- ends of revisions.sql (tm__believed).
-WITH believed AS (
-    SELECT b.* FROM tm__believed('_bf_part_revs') AS b WHERE b.retracted_at IS NULL
-)
-SELECT count(*) AS n, min(__row) AS example FROM (
-    SELECT a.__row FROM believed a JOIN believed b
-      ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
-     AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
-     AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
-     AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
-    GROUP BY a.__row);
+-- The revisions whose value overlaps another fact's value of the same key in both valid and
+-- belief time: check()'s rule (tm_problems, macros.sql) over one part, added to `_bf_overlapping`.
+INSERT INTO _bf_overlapping
+SELECT DISTINCT a.scope, a.subject, a.predicate, a.fact_id, a.recorded_at
+FROM _bf_part_revs AS a JOIN _bf_part_revs AS b
+  ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+ AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+ AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
+ AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to);
+
+-- @part overlap_rows
+-- The flag's count and example: a believed revision is the recorded part of exactly one input
+-- row (a retraction is never believed), the row with its key, recorded_at and fact id (the
+-- given one, or the one tm__fact_id made: the write's ids). Only the flagged keys' rows make ids.
+SELECT count(*) AS n, min(r.__row) AS example
+FROM _bf_overlapping AS o
+JOIN (SELECT __row, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, fact_id AS given, nonce
+      FROM _bf_rows) AS r
+  ON r.scope = o.scope AND r.subject = o.subject AND r.predicate = o.predicate AND r.recorded_at = o.recorded_at
+ AND tm__fact_id(r.given, r.recorded_at, r.__row, r.nonce) = o.fact_id;

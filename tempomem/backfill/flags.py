@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -45,37 +46,33 @@ def report_parts(loader: Loader, settings: dict[str, Any], *, extra_flags: pl.Da
 
 
 def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings: dict[str, Any],
-                  written_keys: pa.Table | None) -> pl.DataFrame:
-    """``flags`` plus overlapping_values when raised, testing the single-valued keys with
-    more than one value: those in ``written_keys`` (what the write saw, see
-    :class:`ValueChanges`), or all of the load's keys when it is ``None``."""
-    if written_keys is not None and written_keys.num_rows == 0:
+                  written: Path, written_keys: pa.Table) -> pl.DataFrame:
+    """``flags`` plus overlapping_values when raised, testing the revisions of the Parquet file
+    ``written`` (the load's, as the write made them) of the single-valued keys in
+    ``written_keys``: those whose value changes between adjacent written rows (see
+    :class:`~tempomem.backfill.write.ValueChanges`)."""
+    if written_keys.num_rows == 0:
         return flags  # no key changes value: nothing can overlap
-    if written_keys is not None:
-        con.register("_bf_written_keys", written_keys)
+    con.register("_bf_written_keys", written_keys)
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
-    if written_keys is None:
-        con.execute(_SQL["changing_keys"], {"multi": multi})
-    else:
-        con.execute(_SQL["written_keys"])
-    con.execute(_SQL["candidates"], {"multi": multi})
+    tables = ("_bf_candidate_revs", "_bf_part_revs", "_bf_overlapping")
     try:
-        # The test pairs every two rows of a key: a part of the keys at a time keeps the pairs of
-        # a large load within memory (one part up to _OVERLAP_ROWS candidate revisions).
-        rows = con.sql("SELECT count(*) FROM _bf_candidate_revs").fetchall()[0][0]
-        parts = max(1, -(-rows // _OVERLAP_ROWS))
-        per_part = []
+        con.execute(_SQL["candidates"], {"file": str(written), "multi": multi})
+        con.execute(_SQL["overlapping"])
+        # The test pairs every two revisions of a key: a part of the keys at a time keeps the
+        # pairs of a large load within memory (one part up to _OVERLAP_ROWS revisions).
+        revisions = con.sql("SELECT count(*) FROM _bf_candidate_revs").fetchall()[0][0]
+        parts = max(1, -(-revisions // _OVERLAP_ROWS))
         for part in range(parts):
             con.execute(_SQL["part_revs"], {"parts": parts, "part": part})
-            per_part.append(con.sql(_SQL["overlap"]).fetchall()[0])
+            con.execute(_SQL["overlap"])
+        n, example = con.sql(_SQL["overlap_rows"]).fetchall()[0]
     finally:
-        con.execute("DROP TABLE IF EXISTS _bf_part_revs")
-        con.execute("DROP TABLE IF EXISTS _bf_candidate_revs")
-        con.execute("DROP TABLE IF EXISTS _bf_candidate_keys")
-    n = sum(count for count, _ in per_part)
+        for table in tables:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.unregister("_bf_written_keys")
     if not n:
         return flags
-    example = min(row for count, row in per_part if count)
     found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},
                          schema=FLAGS_SCHEMA)
     return pl.concat([flags, found]).sort("flag")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -18,7 +19,7 @@ from .checks import Loader
 from .report import REJECTED_SCHEMA, BackfillReport, Progress
 from .resolve import replay
 from .source import FILE_FORMATS, bind_input, rename
-from .write import write_as_given
+from .write import write_as_given, write_revisions
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -78,11 +79,17 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                     report_parts = {**report_parts, "rejected": rejected.sort("row"),
                                     "loaded": report_parts["loaded"] - plan.rejected.height}
             report = BackfillReport(**report_parts, origin=origin)
+            written_as = {"loaded": report.loaded, "has_fact_id": loader.has_fact_id, "absent": loader.absent,
+                          "origin": origin, "ingested_at": now}
             if strict and report.rejected.height:
                 if plan is not None and plan.file is not None:
                     plan.file.unlink(missing_ok=True)
-                if not resolve:
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, None)
+                if not resolve and report.loaded:
+                    # Nothing is committed, but the report flags what the load would have
+                    # written: the revisions go to a scratch file, tested as a load's are.
+                    scratch = Path(spill) / "strict.parquet"
+                    _, changes = write_revisions(con, scratch, **written_as, notify=notify)
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, scratch, changes)
                     report = BackfillReport(**report_parts, origin=origin)
                 raise BackfillError(
                     f"backfill: {report.rejected.height} of {report.rows_read} rows rejected and strict=True; "
@@ -95,12 +102,10 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 if plan.file is not None:
                     engine.add_files([plan.file], engine.last_api_us())
             else:
-                def flag_overlaps(written_keys: pa.Table) -> None:
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, written_keys)
+                def flag_overlaps(file: Path, changes: pa.Table) -> None:
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, file, changes)
 
-                revisions = write_as_given(engine, con, loaded=report.loaded, has_fact_id=loader.has_fact_id,
-                                            absent=loader.absent, origin=origin, ingested_at=now, notify=notify,
-                                            finish=flag_overlaps)
+                revisions = write_as_given(engine, con, **written_as, notify=notify, finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)
         finally:
             con.close()

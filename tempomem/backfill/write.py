@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -70,20 +71,38 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
 
 def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
                     absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
-                    finish: Callable[[pa.Table], None]) -> int:
-    """Write the revision rows as one Delta commit; keep the store clock where it was.
+                    finish: Callable[[Path, pa.Table], None]) -> int:
+    """Write the revision rows (:func:`write_revisions`) into a file of the table folder and
+    commit it as one Delta transaction; keep the store clock where it was. Once the file is
+    written and before it is committed, ``finish`` gets it and the keys whose value changes
+    between adjacent rows: the report's overlap test."""
+    if loaded == 0:
+        return 0
+    last_api_us = engine.last_api_us()
+    target = engine.storage.new_file_path()
+    try:
+        written, changes = write_revisions(con, target, loaded=loaded, has_fact_id=has_fact_id, absent=absent,
+                                           origin=origin, ingested_at=ingested_at, notify=notify)
+        finish(target, changes)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    engine.add_files([target], last_api_us)
+    return written
+
+
+def write_revisions(con: duckdb.DuckDBPyConnection, target: Path, *, loaded: int, has_fact_id: bool,
+                    absent: dict[str, str], origin: str, ingested_at: datetime,
+                    notify: Progress) -> tuple[int, pa.Table]:
+    """Write the load's revision rows into the Parquet file ``target``; return how many, and
+    the keys whose value changes between adjacent rows (:class:`ValueChanges`).
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
     keys, in order); they stream out as Arrow batches of the store's row-group size (so that
-    point queries prune row groups) into one Parquet file in the table folder, which is
-    committed in one transaction (:meth:`Storage.add_files`). No row becomes a Python object:
+    point queries prune row groups) into the one file. No row becomes a Python object:
     Arrow's Parquet writer encodes each batch (a third of the CPU DuckDB's COPY takes for them).
-    Once the file is written and before it is committed, ``finish`` gets the keys whose value
-    changes between adjacent rows (:class:`ValueChanges`): the report's overlap test.
     ``absent`` names the columns the input lacks (name: SQL type), kept out of the sort.
     """
-    if loaded == 0:
-        return 0
     # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
     # has one revision (two when retracted later).
     shared = has_fact_id and con.sql(
@@ -92,30 +111,22 @@ def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: in
     con.execute(_SQL["absent"], {"absent": nulls})
     for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
         con.execute(_SQL[part])
-    last_api_us = engine.last_api_us()
-    target = engine.storage.new_file_path()
     written = 0
     changes = ValueChanges()
-    try:
-        with BackgroundWriter(target) as out:
-            for key_range in _key_ranges(con, loaded):
-                rows = con.sql(_SQL["revisions"], params={"origin": origin, "ingested_at": ingested_at,
-                                                          "absent": nulls, **key_range})
-                for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
-                    ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
-                                                                             batch.column("_id_serial"))
-                    batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
-                                                       names=EVENT_SCHEMA.names)
-                    out.write(batch.cast(EVENT_SCHEMA))
-                    changes.see(batch)
-                    written += batch.num_rows
-                notify("write", written)
-        finish(changes.keys())
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
-    engine.add_files([target], last_api_us)
-    return written
+    with BackgroundWriter(target) as out:
+        for key_range in _key_ranges(con, loaded):
+            rows = con.sql(_SQL["revisions"], params={"origin": origin, "ingested_at": ingested_at,
+                                                      "absent": nulls, **key_range})
+            for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
+                ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
+                                                                         batch.column("_id_serial"))
+                batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
+                                                   names=EVENT_SCHEMA.names)
+                out.write(batch.cast(EVENT_SCHEMA))
+                changes.see(batch)
+                written += batch.num_rows
+            notify("write", written)
+    return written, changes.keys()
 
 
 class ValueChanges:
