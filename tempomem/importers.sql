@@ -75,8 +75,23 @@ WITH h AS (
 )
 SELECT *, tm__text_time(event_raw) AS event_t FROM h;
 
+-- @part mem0_unreadable
+-- Whether an ADD or UPDATE has a time that cannot be read: then backfill must see its text.
+SELECT count(*) > 0 FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
+
+-- @part mem0_typed_times
+-- Every belief time was read: the mapping gives them as read (backfill parses none again).
+CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS t;
+
+-- @part mem0_text_times
+-- Some could not be read: belief times go to backfill as text, so that it rejects those rows
+-- naming the text. A time read gives its text, a computed one its full ISO form (which the
+-- check reads on its fast path; DuckDB's own text form, '+00' for the offset, takes the slow one).
+CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS coalesce(raw, strftime(t, '%Y-%m-%dT%H:%M:%S.%fZ'));
+
 -- @part mem0
--- mem0's events as facts of the key (memory_id, 'memory'), over `events` (mem0_events).
+-- mem0's events as facts of the key (memory_id, 'memory'), over `events` (mem0_events), with
+-- belief times as tm__mem0_time gives them (mem0_typed_times or mem0_text_times).
 WITH chain AS (
     SELECT *, lead(ev) OVER w AS next_ev, lead(event_t) OVER w AS next_t, lead(eid) OVER w AS next_id,
            lag(ev) OVER w IN ('ADD', 'UPDATE') AS follows_belief
@@ -90,7 +105,7 @@ opened AS (
     FROM chain WHERE ev IN ('ADD', 'UPDATE')
 )
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       start_t AS valid_from, true AS valid_from_inferred, event_raw AS recorded_at,
+       start_t AS valid_from, true AS valid_from_inferred, tm__mem0_time(event_t, event_raw) AS recorded_at,
        CASE WHEN next_ev = 'DELETE' OR next_t = event_t THEN next_t END AS retracted_at,
        CASE WHEN next_ev = 'DELETE' THEN 'deleted in mem0'
             WHEN next_t = event_t THEN 'replaced by mem0 event ' || next_id || ' at the same instant' END
@@ -99,19 +114,16 @@ SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text
        CAST(NULL AS TIMESTAMPTZ) AS valid_to, CAST(NULL AS VARCHAR) AS reason, ev AS mem0_event, actor_id, role
 FROM opened
 UNION ALL BY NAME
--- the next ADD/UPDATE closes this value where it begins: a supersession, learned then (the
--- time written in full ISO form, which the check reads on its fast path; DuckDB's own text
--- form, '+00' for the offset, takes the grammar's slow one)
+-- the next ADD/UPDATE closes this value where it begins: a supersession, learned then
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       start_t AS valid_from, true AS valid_from_inferred,
-       strftime(next_t, '%Y-%m-%dT%H:%M:%S.%fZ') AS recorded_at,
+       start_t AS valid_from, true AS valid_from_inferred, tm__mem0_time(next_t, NULL) AS recorded_at,
        next_t AS valid_to, next_id AS superseded_by, 'superseded' AS status,
        'updated in mem0 by event ' || next_id AS reason, ev AS mem0_event, actor_id, role
 FROM opened WHERE next_ev IN ('ADD', 'UPDATE') AND next_t > event_t
 UNION ALL BY NAME
 -- ADD/UPDATE events without a readable time: backfill rejects them and says why
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       event_raw AS recorded_at, ev AS mem0_event, actor_id, role
+       tm__mem0_time(event_t, event_raw) AS recorded_at, ev AS mem0_event, actor_id, role
 FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
 
 -- @part mem0_orphans

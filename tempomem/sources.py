@@ -76,16 +76,17 @@ def _sqlite_table(path: str | os.PathLike[str], table: str) -> pa.Table:
     return pa.table({n: _column([r[i] for r in rows]) for i, n in enumerate(names)})
 
 
-def _map(table: pa.Table, *queries: str, prepare: str | None = None) -> list[pa.Table]:
+def _map(table: pa.Table, *queries: str,
+         prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> list[pa.Table]:
     """Run mapping queries over the source registered as ``src``, on one connection with the
-    macro ``tm__text_time``, after the statement ``prepare`` (a table the queries share, made once)."""
+    macro ``tm__text_time``, after ``prepare(con)`` (what the queries share, made once)."""
     con = new_connection()
     without_progress_bar(con)  # a long mapping would draw DuckDB's bar into the caller's output
     try:
         con.execute(TEXT_TIME_MACRO)
         con.register("src", table)
         if prepare is not None:
-            con.execute(prepare)
+            prepare(con)
         return [con.sql(sql).to_arrow_table() for sql in queries]
     finally:
         con.close()
@@ -178,13 +179,21 @@ _MEM0_OPTIONAL = ("old_memory", "new_memory", "prev_value", "new_value", "create
                   "is_deleted", "actor_id", "role", "id")
 
 
+def _mem0_events(con: duckdb.DuckDBPyConnection) -> None:
+    """The events with their times read once, and how the mapping gives belief times: as read,
+    or as text when some cannot be read (backfill then rejects those rows, naming the text)."""
+    con.execute(_SQL["mem0_events"])
+    unreadable = con.sql(_SQL["mem0_unreadable"]).fetchall()[0][0]
+    con.execute(_SQL["mem0_text_times" if unreadable else "mem0_typed_times"])
+
+
 def _read_mem0(path: str | os.PathLike[str]) -> Source:
     """Backfill input from a mem0 history file."""
     source = _with_columns(_sqlite_table(path, "history"), _MEM0_OPTIONAL)
     for needed in ("memory_id", "event"):
         if needed not in source.column_names:
             raise TempomemError(f"data: the history table has no {needed} column; is this a mem0 history file?")
-    rows, orphans = _map(source, _SQL["mem0"], _SQL["mem0_orphans"], prepare=_SQL["mem0_events"])
+    rows, orphans = _map(source, _SQL["mem0"], _SQL["mem0_orphans"], prepare=_mem0_events)
     flags = pl.from_arrow(orphans)
     return Source(rows, "import:mem0", flags)  # type: ignore[arg-type]
 

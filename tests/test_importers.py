@@ -85,6 +85,41 @@ def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: 
     assert (tea.status, tea.reason) == ("retracted", "deleted in mem0")
 
 
+def _mem0_db(path: Path, events: list[tuple[str | None, ...]]) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE history (id TEXT, memory_id TEXT, new_memory TEXT, event TEXT, "
+                   "created_at TEXT, updated_at TEXT)")
+        db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?)", events)
+    return path
+
+
+def test_mem0_an_unreadable_time_rejects_its_row_and_changes_no_other(tmp_path: Path) -> None:
+    """With every time readable the mapping hands backfill the times it read; one unreadable
+    ADD sends them as text instead, so that backfill names that text. Both give the same facts."""
+    events = [("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00-07:00", None),
+              ("h1", "m1", "Likes green tea", "UPDATE", "2024-05-01T09:00:00Z", "2024-05-02 10:00:00"),
+              ("h2", "m1", "Likes coffee", "UPDATE", "2024-05-01T09:00:00Z", "2024-05-02T10:00:00Z"),
+              ("h3", "m2", "Is vegetarian", "ADD", "2024-05-03T08:00:00+02:00", None),
+              ("h4", "m2", None, "DELETE", "2024-05-03T08:00:00Z", "2024-06-01T00:00:00Z")]
+    stored = []
+    for name, extra in (("read", []), ("text", [("h5", "m3", "Plays chess", "ADD", "yesterday", None)])):
+        mem = tm.open(tmp_path / name, create=True)
+        report = mem.backfill(_mem0_db(tmp_path / f"{name}.db", events + extra), format="mem0")
+        assert report.rejected.rows() == ([] if not extra else [(5, "recorded_at", "yesterday",
+                                                                 report.rejected["reason"][0])])
+        stored.append(mem.sql("SELECT fact_id, object, valid_from, valid_to, recorded_at, retracted_at, status, "
+                              "superseded_by, revision FROM revisions ORDER BY fact_id, revision").fetchall())
+    assert stored[0] == stored[1]
+    # h1 and h2 share an instant: h1 supersedes tea (h0) and is replaced at once (retracted) by h2.
+    assert [(r[0], r[4].isoformat(), r[6], r[7]) for r in stored[0]] == [
+        ("h0", "2024-05-01T16:00:00+00:00", "live", None),
+        ("h0", "2024-05-02T10:00:00+00:00", "superseded", "h1"),
+        ("h1", "2024-05-02T10:00:00+00:00", "retracted", None),
+        ("h2", "2024-05-02T10:00:00+00:00", "live", None),
+        ("h3", "2024-05-03T06:00:00+00:00", "live", None),
+        ("h3", "2024-06-01T00:00:00+00:00", "retracted", None)]
+
+
 def test_four_timestamp_sqlite(mem: tm.Memory) -> None:
     report = tm.importers.sqlite4ts(mem, FIXTURES / "four_timestamp.db")
     assert (report.loaded, report.rejected.height, report.revisions) == (4, 0, 5)
