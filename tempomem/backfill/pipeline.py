@@ -88,7 +88,7 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                     # Nothing is committed, but the report flags what the load would have
                     # written: the revisions go to a scratch file, tested as a load's are.
                     scratch = Path(spill) / "strict.parquet"
-                    _, changes = write_revisions(con, scratch, **written_as, notify=notify)
+                    _, changes = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
                     report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, scratch, changes)
                     report = BackfillReport(**report_parts, origin=origin)
                 raise BackfillError(
