@@ -64,33 +64,29 @@ def test_mem0_history(mem: tm.Memory) -> None:
     assert mem.check().ok
 
 
-def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: Path) -> None:
-    # Row 1 deletes a memory never added; row 3 deletes one already deleted; row 4 is an event
-    # mem0 does not have; row 5 deletes with no readable time. Rows 0 and 2 are fine.
-    path = tmp_path / "history.db"
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE history (id TEXT, memory_id TEXT, new_memory TEXT, event TEXT, "
-                   "created_at TEXT, updated_at TEXT)")
-        db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?)", [
-            ("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00Z", None),
-            ("h1", "m9", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-02T09:00:00Z"),
-            ("h2", "m1", None, "delete", "2024-05-01T09:00:00Z", "2024-05-03T09:00:00Z"),
-            ("h3", "m1", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-04T09:00:00Z"),
-            ("h4", "m1", "Likes coffee", "MERGE", "2024-05-01T09:00:00Z", "2024-05-05T09:00:00Z"),
-            ("h5", "m2", None, "DELETE", "2024-05-01T09:00:00Z", "not a time"),
-        ])
-    report = mem.backfill(path, format="mem0")
-    assert report.flags.filter(pl.col("flag") == "unmatched_mem0_event").rows() == [("unmatched_mem0_event", 4, 1)]
-    tea = mem.get("h0")
-    assert (tea.status, tea.reason) == ("retracted", "deleted in mem0")
-
-
 def _mem0_db(path: Path, events: list[tuple[str | None, ...]]) -> Path:
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE history (id TEXT, memory_id TEXT, new_memory TEXT, event TEXT, "
                    "created_at TEXT, updated_at TEXT)")
         db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?)", events)
     return path
+
+
+def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: Path) -> None:
+    # Row 1 deletes a memory never added; row 3 deletes one already deleted; row 4 is an event
+    # mem0 does not have; row 5 deletes with no readable time. Rows 0 and 2 are fine.
+    path = _mem0_db(tmp_path / "history.db", [
+        ("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00Z", None),
+        ("h1", "m9", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-02T09:00:00Z"),
+        ("h2", "m1", None, "delete", "2024-05-01T09:00:00Z", "2024-05-03T09:00:00Z"),
+        ("h3", "m1", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-04T09:00:00Z"),
+        ("h4", "m1", "Likes coffee", "MERGE", "2024-05-01T09:00:00Z", "2024-05-05T09:00:00Z"),
+        ("h5", "m2", None, "DELETE", "2024-05-01T09:00:00Z", "not a time"),
+    ])
+    report = mem.backfill(path, format="mem0")
+    assert report.flags.filter(pl.col("flag") == "unmatched_mem0_event").rows() == [("unmatched_mem0_event", 4, 1)]
+    tea = mem.get("h0")
+    assert (tea.status, tea.reason) == ("retracted", "deleted in mem0")
 
 
 def test_mem0_an_unreadable_time_rejects_its_row_and_changes_no_other(tmp_path: Path) -> None:
