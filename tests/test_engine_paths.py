@@ -4,6 +4,7 @@ belief time after another."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import timedelta
 
@@ -278,6 +279,10 @@ def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
     history = mem.history("k", revisions=True)
     assert history.height == 2  # one revision each: within one commit only the final state is a belief
     assert history["status"].to_list() == ["superseded", "live"]
+    # the batch's facts are built without Fact(): still ordinary frozen Facts, equal to those read back
+    assert [mem.get(f.fact_id) for f in facts] == facts and len(set(facts)) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        facts[0].object = "c"
 
 
 def test_a_large_batch_under_reject_is_all_or_nothing(tmp_path, monkeypatch):
