@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from . import rounds
 from .errors import ClockError, ConflictError
-from .schema import EVENT_SCHEMA, Fact, facts_from_table
+from .schema import Fact, facts_from_table
 from .times import system_clock
 
 
@@ -94,11 +94,11 @@ def _raise_refused(refused: pa.Table, ops: pa.Table) -> None:
 def _landed_facts(applied: rounds.Applied, stored: pa.Table) -> list[Fact]:
     """Each assertion's fact as it now stands: its newest row written, else as stored."""
     written = pl.from_arrow(applied.rows)
-    before = pl.from_arrow(stored.cast(EVENT_SCHEMA))
+    before = pl.from_arrow(stored.cast(rounds.STORED_SCHEMA))
     landed = pl.from_arrow(applied.landed)
     assert isinstance(written, pl.DataFrame) and isinstance(before, pl.DataFrame)
     assert isinstance(landed, pl.DataFrame)
-    newest = written.filter(pl.col("revision") == pl.col("revision").max().over("fact_id"))
+    newest = written.filter(pl.col("revision") == pl.col("revision").max().over("fact_id")).select(before.columns)
     latest = pl.concat([newest, before.join(newest, on="fact_id", how="anti")])
     facts = (landed.join(latest, on="fact_id", how="left").sort("op")
              .with_columns(recorded_at=pl.col("first_recorded_at")))
