@@ -3,7 +3,8 @@
     python benchmarks/bench_writes.py replay --keys 1000000          # 10M-row log, resolve=True vs False
     python benchmarks/bench_writes.py replay --keys 1000000 --heavy 100000   # one key holds 100k rows
     python benchmarks/bench_writes.py replay --keys 100000 --heavy 2000 --heavy-single  # a single-valued one
-    python benchmarks/bench_writes.py many --store 10000000          # assert_many of 100k rows
+    python benchmarks/bench_writes.py many --store 10000000          # assert_many of 100k rows (the store
+                                                                     # replayed; --as-given: loaded as given)
     python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50 (and a new process's
                                                                      # first), bare Delta append
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
@@ -139,13 +140,16 @@ def _fact_rows(count: int, keys: int, seed: int) -> list[dict[str, object]]:
              "valid_from": f"2025-{1 + i % 12:02d}-01"} for i, k in enumerate(picked)]
 
 
-def _build_store(folder: str, revisions: int) -> int:
-    """A store of ``revisions`` rows from a resolve=False load of the replay log; returns its keys."""
+def _build_store(folder: str, revisions: int, as_given: bool = False) -> int:
+    """A store from the replay log of ``revisions`` rows (its keys are returned): replayed by the
+    rules of SPEC §5 (``resolve=True``), the memory an agent's log leaves, where a single-valued
+    key holds one open fact; with ``as_given``, loaded as given (``resolve=False``), where each
+    single-valued key holds some nine open facts at once, which a new value then all closes."""
     keys = max(revisions // 10, 1)
     with tempfile.TemporaryDirectory(prefix="bench-writes-log-") as tmp:
         log = Path(tmp, "log.parquet")
         generate_log(log, keys, 10)
-        _open(folder).backfill(str(log))
+        _open(folder).backfill(str(log), resolve=not as_given)
     return keys
 
 
@@ -175,8 +179,9 @@ def _bare_append(folder: str, count: int) -> dict[str, float]:
 
 def many(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-writes-store-") as folder:
-        keys = _build_store(folder, args.store)
-        print(f"store: {args.store:,} revisions; assert_many of {args.count:,} rows (half on existing keys)")
+        keys = _build_store(folder, args.store, args.as_given)
+        print(f"store: {args.store:,} log rows, {_shape(args)}; assert_many of {args.count:,} rows "
+              "(half on existing keys)")
         runs = [_timed("many", folder, keys, args.count) for _ in range(args.runs)]
         floor = [_timed("bare", folder, args.count) for _ in range(args.runs)]
         m, f = _median(runs, "call"), _median(floor, "call")
@@ -204,16 +209,21 @@ def _bare_latency(folder: str, calls: int) -> dict[str, float]:
 
 def fact(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-writes-store-") as folder:
-        keys = _build_store(folder, args.store)
+        keys = _build_store(folder, args.store, args.as_given)
         runs = [_timed("fact", folder, keys, args.calls) for _ in range(args.runs)]
         with tempfile.TemporaryDirectory(prefix="bench-writes-bare-") as bare:
             tm.open(bare, create=True)
             floor = [_timed("bare_latency", bare, args.calls) for _ in range(args.runs)]
-        print(f"store: {args.store:,} revisions; {args.calls} assert_fact calls on random existing keys, per run")
+        print(f"store: {args.store:,} log rows, {_shape(args)}; {args.calls} assert_fact calls on random "
+              "existing keys, per run")
         print(f"assert_fact p50 {_median(runs, 'p50_ms'):.1f} ms, p90 {_median(runs, 'p90_ms'):.1f} ms; "
               f"bare one-row Delta append p50 {_median(floor, 'p50_ms'):.1f} ms, p90 {_median(floor, 'p90_ms'):.1f} ms")
         print(f"a new process's first assert_fact: {_median(runs, 'first_ms'):.1f} ms "
               f"(runs {_runs(runs, 'first_ms', 1)}); its later calls' p50 above")
+
+
+def _shape(args: argparse.Namespace) -> str:
+    return "loaded as given" if args.as_given else "replayed (resolve=True)"
 
 
 def _threads(folder: str, threads: int, per: int) -> dict[str, float]:
@@ -327,6 +337,8 @@ def main() -> None:
         p.add_argument("--store", type=int, default=10_000_000)
         p.add_argument("--count", type=int, default=100_000)
         p.add_argument("--calls", type=int, default=200)
+        p.add_argument("--as-given", action="store_true",
+                       help="build the store with resolve=False (every single-valued key ~9 open facts)")
     p = sub.add_parser("writers")
     p.add_argument("--writers", type=int, default=8)
     p.add_argument("--per-writer", type=int, default=200)
