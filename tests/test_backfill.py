@@ -744,6 +744,20 @@ def test_backfilled_files_are_plain_delta_with_no_values_in_the_log(mem: tm.Memo
         (ts("2025-01-03T00:00:00Z"), True, None)]
 
 
+def test_a_maximum_no_millisecond_bounds_leaves_its_column_out_of_the_statistics(mem: tm.Memory) -> None:
+    """Rounded up to a millisecond, 9999-12-31T23:59:59.999999 has no successor: the commit used
+    to fail with an OverflowError. The column is left out of min/max; nothing skips the file."""
+    end = ts("9999-12-31T23:59:59.999999Z")
+    fact = mem.assert_fact("svc", "tier", "gold", valid_from="2026-01-01", valid_to=end)
+    assert mem.get(fact.fact_id).valid_to == end and mem.check().ok
+    log = "".join(p.read_text() for p in sorted((mem._storage.path / "_delta_log").glob("*.json")))
+    [stats] = [json.loads(json.loads(line)["add"]["stats"]) for line in log.splitlines() if '"add"' in line]
+    assert "valid_to" not in stats["minValues"] and "valid_to" not in stats["maxValues"]
+    assert stats["maxValues"]["valid_from"] == "2026-01-01T00:00:00.000Z"
+    later = pl.scan_delta(str(mem._storage.path)).filter(pl.col("valid_to") > ts("9999-12-31T23:59:59.9995Z"))
+    assert later.select("subject").collect().rows() == [("svc",)]
+
+
 def test_many_small_backfills_compact_without_changing_answers(mem: tm.Memory) -> None:
     for i in range(34):
         mem.backfill([row(f"s{i:02d}", f"v{i}", recorded_at=f"2025-01-01T00:00:{i:02d}Z")])

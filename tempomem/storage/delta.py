@@ -157,12 +157,15 @@ def _stat_value(value: Any, *, upper: bool) -> Any:
 
     Delta statistics hold milliseconds; a maximum is rounded up (not truncated like the
     minimum) so that it still bounds every value of the file and no reader skips it wrongly.
+    ``None`` when no millisecond bounds it (within 1 ms of the end of year 9999).
     """
     if not isinstance(value, datetime):
         return value
     value = value.astimezone(UTC)
     floor = value.replace(microsecond=value.microsecond // 1000 * 1000)
     if upper and floor != value:
+        if floor > datetime.max.replace(tzinfo=UTC) - timedelta(milliseconds=1):
+            return None
         floor += timedelta(milliseconds=1)
     return floor.strftime("%Y-%m-%dT%H:%M:%S.") + f"{floor.microsecond // 1000:03d}Z"
 
@@ -171,7 +174,8 @@ def parquet_stats(path: str | os.PathLike[str]) -> str:
     """Delta file statistics (JSON) of a Parquet file, from its footer, for ``STATS_COLUMNS`` only.
 
     Subject, object, text and attributes never appear in them (SPEC §3). A column whose
-    row groups lack statistics is left out of min/max (readers then never skip on it).
+    row groups lack statistics, or whose maximum no millisecond bounds, is left out of
+    min/max (readers then never skip on it).
     """
     import pyarrow.parquet as pq
 
@@ -187,8 +191,10 @@ def parquet_stats(path: str | os.PathLike[str]) -> str:
         nulls[name] = sum(s.null_count for s in groups)
         valued = [s for s in groups if s.null_count < s.num_values]
         if valued and all(s.has_min_max for s in valued):
-            mins[name] = _stat_value(min(s.min for s in valued), upper=False)
-            maxs[name] = _stat_value(max(s.max for s in valued), upper=True)
+            low = _stat_value(min(s.min for s in valued), upper=False)
+            high = _stat_value(max(s.max for s in valued), upper=True)
+            if high is not None:
+                mins[name], maxs[name] = low, high
     return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
