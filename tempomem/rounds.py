@@ -94,8 +94,10 @@ def _code(statement: str) -> bool:
 
 
 def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None]], default_policy: str, *,
-          ingested_at: datetime, origin: str | None = None, nonce: int | None = None) -> Applied:
+          ingested_at: datetime, origin: str | None = None, nonce: int | None = None,
+          fold_new: bool = False) -> Applied:
     """Apply ``_tm_ops_in`` to ``_tm_stored`` (see the module doc); ``origin`` overrides every row's.
+    ``fold_new``: write the revisions of the facts the batch makes folded (a replay's whole log).
 
     New fact ids are made from each operation's time and ``op`` plus ``nonce`` (:func:`new_nonce`
     when not given): batches applied with one nonce and distinct ``op`` numbers never share an id.
@@ -119,7 +121,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         emitted = _apply_all(con)
         states = pa.concat_tables([t.cast(emitted[0].schema) for t in emitted])
         con.register("_tm_emitted", states.append_column("i", pa.array(range(states.num_rows), pa.int64())))
-        out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at})
+        out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at,
+                                                          "fold_new": fold_new})
         rows = out.to_arrow_table().cast(EVENT_SCHEMA)
         return Applied(rows, con.sql("SELECT op, fact_id FROM _tm_landed ORDER BY op").to_arrow_table(),
                        con.sql("SELECT * FROM _tm_refused ORDER BY op").to_arrow_table())

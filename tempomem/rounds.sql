@@ -220,12 +220,21 @@ SELECT c.op, c.refused, c.fact_id, NULL, NULL FROM _tm_corrections AS c WHERE c.
 -- the store's sort order. The choice and the chaining are made on narrow rows (`i` is a
 -- state's place in `_tm_emitted`): a window sorts every column it carries, and most of a
 -- state's columns are only read once, at the end.
+-- With $fold_new (a replay), the revisions of the facts the batch made (`f` ≥ 0, the operation
+-- that made it; a stored fact's is below 0) are written folded, as a resolve=False load writes
+-- its rows: each with its belief end, the next revision's recorded_at (revisions.sql's
+-- tm__believed_until), which the chaining window has at hand. Left fresh, a large replayed log was folded by the first small
+-- commit that merged files, inside that commit (14M revisions: two minutes of one assert_fact),
+-- and until then every read derived its belief ends. Revisions of stored facts stay fresh:
+-- their belief ends are derived with the stored rows'.
 WITH last AS (
     SELECT e.f, e.last_recorded_at, arg_max(e.i, e.round) AS i
     FROM _tm_emitted AS e GROUP BY e.f, e.last_recorded_at
 ),
 chained AS (
-    SELECT l.i, row_number() OVER w AS nth, lag(l.i) OVER w AS prev_i
+    SELECT l.i, row_number() OVER w AS nth, lag(l.i) OVER w AS prev_i,
+           $fold_new AND l.f >= 0 AS folded,
+           CASE WHEN $fold_new AND l.f >= 0 THEN lead(l.last_recorded_at) OVER w END AS folded_until
     FROM last AS l
     WINDOW w AS (PARTITION BY l.f ORDER BY l.last_recorded_at)
 )
@@ -247,7 +256,7 @@ SELECT c.fact_id, y.scope, y.subject, y.predicate, c.object, coalesce(o.text, p.
        CASE WHEN h.nth = 1 THEN p.superseded_at ELSE b.superseded_at END AS prev_superseded_at,
        CASE WHEN h.nth = 1 THEN p.superseded_by ELSE b.superseded_by END AS prev_superseded_by,
        CASE WHEN h.nth = 1 THEN p.status ELSE b.status END AS prev_status,
-       c.first_recorded_at, false AS folded, CAST(NULL AS TIMESTAMPTZ) AS folded_until
+       c.first_recorded_at, h.folded, CAST(h.folded_until AS TIMESTAMPTZ) AS folded_until
 FROM chained AS h
 JOIN _tm_emitted AS c ON c.i = h.i
 JOIN _tm_keys AS y ON y.k = c.k

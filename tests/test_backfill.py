@@ -675,6 +675,28 @@ def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     assert_previous_columns(mem)
 
 
+def test_a_replay_stores_the_facts_it_makes_folded_and_new_revisions_of_stored_facts_fresh(mem: tm.Memory) -> None:
+    """Like a resolve=False load, a replay writes its new facts' whole histories folded (each
+    revision with its belief end), so no later small commit must fold it; a revision of a fact
+    already stored is written fresh, its end derived with the stored rows'. Answers are the same."""
+    mem.backfill([row("api", "eu-west-1", recorded_at="2025-01-02", valid_from="2024-12"),
+                  row("api", "eu-central-1", recorded_at="2025-02-02", valid_from="2025-02")], resolve=True)
+    stored = pl.read_delta(str(mem._storage.path)).sort("object", "revision")
+    assert stored.select("object", "revision", "folded", "folded_until").rows() == [
+        ("eu-central-1", 1, True, None),
+        ("eu-west-1", 1, True, ts("2025-02-02")), ("eu-west-1", 2, True, None)]
+    # a later replay onto the stored facts: eu-central-1 ends (a new revision of a stored fact)
+    mem.backfill([row("api", "us-east-1", recorded_at="2025-03-03", valid_from="2025-03")], resolve=True)
+    fresh = pl.read_delta(str(mem._storage.path)).filter(~pl.col("folded")).sort("object", "revision")
+    assert fresh.select("object", "revision", "folded_until").rows() == [("eu-central-1", 2, None)]
+    assert revs(mem, "api").select("object", "revision", "believed_until", "status").sort("object", "revision").rows() == [
+        ("eu-central-1", 1, ts("2025-03-03"), "live"), ("eu-central-1", 2, None, "superseded"),
+        ("eu-west-1", 1, ts("2025-02-02"), "live"), ("eu-west-1", 2, None, "superseded"),
+        ("us-east-1", 1, None, "live")]
+    assert mem.as_believed("2025-02-15", "2025-02-10", "api")["object"].to_list() == ["eu-central-1"]
+    assert mem.check().ok
+
+
 
 def test_resolve_rejects_a_row_the_write_path_refuses_and_loads_the_rest(mem: tm.Memory) -> None:
     mem.declare("iban", policy="reject")

@@ -73,7 +73,7 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Pat
                 con.execute(_SQL["chunk_ops"], {"chunk": chunk})
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
-                                       nonce=nonce)
+                                       nonce=nonce, fold_new=True)
                 for batch in applied.rows.to_batches(writer.ROW_GROUP_ROWS):
                     out.write(batch.cast(EVENT_SCHEMA))
                 written += applied.rows.num_rows
