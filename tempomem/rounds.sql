@@ -223,10 +223,10 @@ SELECT c.op, c.refused, c.fact_id, NULL, NULL FROM _tm_corrections AS c WHERE c.
 -- With $fold_new (a replay), the revisions of the facts the batch made (`f` ≥ 0, the operation
 -- that made it; a stored fact's is below 0) are written folded, as a resolve=False load writes
 -- its rows: each with its belief end, the next revision's recorded_at (revisions.sql's
--- tm__believed_until), which the chaining window has at hand. Left fresh, a large replayed log was folded by the first small
--- commit that merged files, inside that commit (14M revisions: two minutes of one assert_fact),
--- and until then every read derived its belief ends. Revisions of stored facts stay fresh:
--- their belief ends are derived with the stored rows'.
+-- tm__believed_until), which the chaining window has at hand. Left fresh, a large replayed log
+-- was folded by the first small commit that merged files, inside that commit (14M revisions:
+-- two minutes of one assert_fact), and until then every read derived its belief ends.
+-- Revisions of stored facts stay fresh: their belief ends are derived with the stored rows'.
 WITH last AS (
     SELECT e.f, e.last_recorded_at, arg_max(e.i, e.round) AS i
     FROM _tm_emitted AS e GROUP BY e.f, e.last_recorded_at
@@ -234,7 +234,7 @@ WITH last AS (
 chained AS (
     SELECT l.i, row_number() OVER w AS nth, lag(l.i) OVER w AS prev_i,
            $fold_new AND l.f >= 0 AS folded,
-           CASE WHEN $fold_new AND l.f >= 0 THEN lead(l.last_recorded_at) OVER w END AS folded_until
+           CASE WHEN folded THEN lead(l.last_recorded_at) OVER w END AS folded_until
     FROM last AS l
     WINDOW w AS (PARTITION BY l.f ORDER BY l.last_recorded_at)
 )
