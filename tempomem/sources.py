@@ -11,12 +11,11 @@ names source rows.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from pathlib import Path
 
+import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 import polars as pl
 import pyarrow as pa
@@ -49,31 +48,31 @@ def _with_columns(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
     return table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
 
 
-def _column(values: list[Any]) -> pa.Array:
-    """One source column; a column mixing types (SQLite allows it) becomes text."""
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else v.isoformat() if isinstance(v, datetime) else str(v)
-                         for v in values], pa.string())
-
-
 def _sqlite_table(path: str | os.PathLike[str], table: str) -> pa.Table:
-    """All rows of ``table`` in a SQLite file, in rowid order."""
+    """All rows of ``table`` in a SQLite file, in rowid order, read straight into Arrow.
+
+    SQLite types values, not columns; the ADBC driver gives a column the type its values share
+    (integer and real: double; text with numbers: text, the numbers' SQLite text), so the
+    reader makes one batch of every row, lest a first batch of NULLs fix a column as integer.
+    A column of NULLs only stays untyped, as the optional columns a file lacks are."""
     if not os.path.isfile(path):
         raise TempomemError(f"data: no SQLite file {os.fspath(path)}")
-    con = sqlite3.connect(f"file:{os.fspath(path)}?mode=ro", uri=True)
     try:
-        names = [r[1] for r in con.execute("SELECT * FROM pragma_table_info(?)", (table,))]
-        if not names:
-            raise TempomemError(f"data: {os.fspath(path)} has no table {table!r}")
-        columns = ", ".join(quote(n) for n in names)
-        rows = con.execute(f"SELECT {columns} FROM {quote(table)} ORDER BY rowid").fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise TempomemError(f"data: cannot read {os.fspath(path)} as SQLite: {exc}") from None
-    finally:
-        con.close()
-    return pa.table({n: _column([r[i] for r in rows]) for i, n in enumerate(names)})
+        with adbc_sqlite.connect(Path(path).absolute().as_uri() + "?mode=ro") as con, con.cursor() as cur:
+            cur.execute("SELECT name FROM pragma_table_info(?)", (table,))
+            names = [name for (name,) in cur.fetchall()]
+            if not names:
+                raise TempomemError(f"data: {os.fspath(path)} has no table {table!r}")
+            cur.execute(f"SELECT count(*) FROM {quote(table)}")
+            [(rows,)] = cur.fetchall()
+            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(max(rows, 1))})
+            cur.execute(f"SELECT {', '.join(quote(n) for n in names)} FROM {quote(table)} ORDER BY rowid")
+            read = cur.fetch_arrow_table()
+    except (adbc_sqlite.Error, OSError) as exc:
+        reason = str(exc).splitlines()[0]  # the driver appends the query on a line of its own
+        raise TempomemError(f"data: cannot read {os.fspath(path)} as SQLite: {reason}") from None
+    return pa.table({n: pa.nulls(len(c)) if c.null_count == len(c) else c
+                     for n, c in zip(names, read.columns, strict=True)})
 
 
 def _map(table: pa.Table, *queries: str,

@@ -89,6 +89,35 @@ def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: 
     assert (tea.status, tea.reason) == ("retracted", "deleted in mem0")
 
 
+def test_mem0_columns_typed_by_their_values_read_as_given(mem: tm.Memory, tmp_path: Path) -> None:
+    """SQLite types values, not columns. ``memory_id`` (declared without a type) holds integers
+    and then text; ``updated_at`` is NULL for 1,100 rows before its first value. Both read
+    as the text of what is stored (a reader typing a column from its first rows would fail)."""
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE history (id, memory_id, new_memory, event, created_at, updated_at)")
+        db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?)", [
+            *((f"h{i}", i, f"likes {i}", "ADD", f"2024-05-01T{i // 60 % 24:02d}:{i % 60:02d}:00Z", None)
+              for i in range(1100)),
+            ("u7", 7, "likes seven more", "UPDATE", "2024-05-01T00:07:00Z", "2024-06-01T00:00:00Z"),
+            ("t0", "m-text", "a text key", "ADD", "2024-05-02T00:00:00Z", None)])
+    report = mem.backfill(path, format="mem0")
+    assert (report.loaded, report.revisions) == (1103, 1103)
+    assert mem.as_of("2024-05-15", "7")["object"].to_list() == ["likes 7"]
+    assert mem.as_of("2024-07-01", "7")["object"].to_list() == ["likes seven more"]
+    assert mem.get("h7").superseded_by == "u7"
+    assert mem.as_of("2024-07-01", "m-text")["object"].to_list() == ["a text key"]
+    assert mem.as_of("2024-07-01", "1099")["object"].to_list() == ["likes 1099"]
+
+
+def test_sqlite_that_is_not_a_database_is_one_typed_line(mem: tm.Memory, tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    path.write_text("mem0 history? no, a note\n" * 100)
+    with pytest.raises(tm.TempomemError, match=r"^data: cannot read .*history\.db as SQLite: .*not a database$"):
+        mem.backfill(path, format="mem0")
+    assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]
+
+
 def test_mem0_an_unreadable_time_rejects_its_row_and_changes_no_other(tmp_path: Path) -> None:
     """With every time readable the mapping hands backfill the times it read; one unreadable
     ADD sends them as text instead, so that backfill names that text. Both give the same facts."""
