@@ -47,13 +47,18 @@ QUERIES: list[tuple[str, str]] = [
 ]
 
 
-def median_time(fn: Callable[[], Any], runs: int) -> float:
+def median_time(fn: Callable[[], Any], runs: int, label: str = "") -> float:
+    """The median of ``runs`` timed calls after one untimed; with ``label``, printed as it comes
+    (a 10M run takes hours: what it measured survives an interrupted run)."""
     fn()  # warm-up, untimed
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+    if label:
+        print(f"  {label}: {statistics.median(times):.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})",
+              flush=True)
     return statistics.median(times)
 
 
@@ -68,9 +73,10 @@ def probes_of(mem: tm.Memory, n: int) -> pl.DataFrame:
 
 
 def duckdb_runs(mem: tm.Memory, probes: pl.DataFrame, runs: int) -> dict[str, float]:
-    out = {name: median_time(lambda q=q: mem.sql(q).fetchall(), runs) for name, q in QUERIES}
-    out[f"divergence ({probes.height:,} probes)"] = median_time(lambda: tm.probes.divergence(mem, probes), runs)
-    out["ingestion_lag"] = median_time(lambda: tm.reports.ingestion_lag(mem), runs)
+    out = {name: median_time(lambda q=q: mem.sql(q).fetchall(), runs, f"duckdb {name}") for name, q in QUERIES}
+    name = f"divergence ({probes.height:,} probes)"
+    out[name] = median_time(lambda: tm.probes.divergence(mem, probes), runs, f"duckdb {name}")
+    out["ingestion_lag"] = median_time(lambda: tm.reports.ingestion_lag(mem), runs, "duckdb ingestion_lag")
     return out
 
 
@@ -84,11 +90,13 @@ def spark_runs(store: Path, probes: pl.DataFrame, executors: int, memory: str, r
     spark.sparkContext.setLogLevel("ERROR")
     try:
         tms.register(spark, str(store))
-        out = {name: median_time(lambda q=q: spark.sql(q).collect(), runs) for name, q in QUERIES}
+        at = f"spark x{executors}"
+        out = {name: median_time(lambda q=q: spark.sql(q).collect(), runs, f"{at} {name}") for name, q in QUERIES}
         frame = spark.createDataFrame(probes.to_arrow()).cache()
         frame.count()
-        out[f"divergence ({probes.height:,} probes)"] = median_time(lambda: tms.divergence(spark, frame).count(), runs)
-        out["ingestion_lag"] = median_time(lambda: tms.ingestion_lag(spark).collect(), runs)
+        name = f"divergence ({probes.height:,} probes)"
+        out[name] = median_time(lambda: tms.divergence(spark, frame).count(), runs, f"{at} {name}")
+        out["ingestion_lag"] = median_time(lambda: tms.ingestion_lag(spark).collect(), runs, f"{at} ingestion_lag")
         return out
     finally:
         spark.stop()
