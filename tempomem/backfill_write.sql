@@ -98,7 +98,8 @@ FROM query_table(revs) r;
 -- window over the fact and sorted after it. Within a fact every recorded_at is distinct
 -- (backfill_checks.sql refuses a repeat and a row after the retraction), so recorded_at orders
 -- its revisions as their numbers do, and the belief end is tm__believed_until's (revisions.sql),
--- computed in the same window.
+-- computed in the same window; so is the first recorded time, the first row's (a min over the
+-- fact would be a window of its own, a second sort of the whole rows).
 CREATE OR REPLACE TEMP MACRO tm__bf_ranged(from_scope, from_subject, to_scope, to_subject, absent) AS TABLE
 SELECT COLUMNS(lambda c: c NOT IN ('_fixed', '_no_start') AND NOT list_contains(absent, c))
 FROM _bf_rows r
@@ -106,7 +107,7 @@ WHERE tm__bf_in_range(coalesce(r.scope, 'default'), r.subject, from_scope, from_
 
 CREATE OR REPLACE TEMP MACRO tm__bf_numbered(revs) AS TABLE
 SELECT r.*, CAST(row_number() OVER w AS INTEGER) AS revision,
-       min(r.recorded_at) OVER (PARTITION BY r.scope, r.subject, r.predicate, r.fact_id) AS first_recorded_at,
+       first_value(r.recorded_at) OVER w AS first_recorded_at,
        tm__believed_until(r.recorded_at, r.scope, r.subject, r.predicate, r.fact_id, r.recorded_at) AS folded_until,
        lag(r.object) OVER w AS prev_object, lag(r.valid_from) OVER w AS prev_valid_from,
        lag(r.valid_to) OVER w AS prev_valid_to, lag(r.recorded_at) OVER w AS prev_recorded_at,
