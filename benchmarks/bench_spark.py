@@ -56,10 +56,10 @@ def median_time(fn: Callable[[], Any], runs: int, label: str = "") -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+    median = statistics.median(times)
     if label:
-        print(f"  {label}: {statistics.median(times):.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})",
-              flush=True)
-    return statistics.median(times)
+        print(f"  {label}: {median:.2f} s (runs {', '.join(f'{t:.2f}' for t in times)})", flush=True)
+    return median
 
 
 def probes_of(mem: tm.Memory, n: int) -> pl.DataFrame:
