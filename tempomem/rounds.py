@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from .connection import sql_parts
 from .ids import FACT_ID_MACRO
-from .schema import EVENT_SCHEMA, FACT_COLUMNS
+from .schema import EVENT_SCHEMA, WRITER_COLUMNS
 from .temporal import decisions
 
 #: What ``_tm_ops_in`` gives for each operation (``kind`` is ``assert`` or ``correct``; a
@@ -41,11 +41,10 @@ OP_COLUMNS = ("op", "kind", "commit_time", "scope", "subject", "predicate", "obj
 _OP_STATE_COLUMNS = tuple(c for c in OP_COLUMNS if c not in ("scope", "subject", "predicate"))
 PAYLOAD_COLUMNS = ("text", "source", "confidence", "origin", "attributes", "embedding", "link_type", "weight")
 
-#: What ``_tm_stored`` keeps of a stored revision: a fact's columns, its revision number and when
-#: it was first recorded, not what the revision repeats of the one before (``prev_*``) or the
-#: fold's marks. Reading the store's every row is what a large batch's load costs, and each
-#: column read adds to it (a tenth to a fifth less, on a 14M-row store, without those ten).
-STORED_SCHEMA = pa.schema([EVENT_SCHEMA.field(name) for name in (*FACT_COLUMNS, "revision", "first_recorded_at")])
+#: What ``_tm_stored`` keeps of a stored revision (``schema.WRITER_COLUMNS``). Reading the store's
+#: every row is what a large batch's load costs, and each column read adds to it (a tenth to a
+#: fifth less, on a 14M-row store, without the ten left out).
+STORED_SCHEMA = pa.schema([EVENT_SCHEMA.field(name) for name in WRITER_COLUMNS])
 
 _STATE_COLUMNS = ("fact_id", "object", "valid_from", "valid_to", "valid_from_inferred", "retracted_at",
                   "superseded_at", "superseded_by", "status", "reason", "artifacts", "first_recorded_at")

@@ -67,6 +67,10 @@ EVENT_SCHEMA = pa.schema([*FACT_FIELDS, pa.field("revision", pa.int32()),
                           pa.field("first_recorded_at", _TS), pa.field("folded", pa.bool_()),
                           pa.field("folded_until", _TS)])
 EVENT_COLUMNS: list[str] = EVENT_SCHEMA.names
+#: What a writer reads of a stored revision to act on its fact: the fact columns, the revision
+#: number and when the fact was first recorded; not what the revision repeats of the one before
+#: (``prev_*``) or the fold's marks. Decoding those ten too costs a fifth more of each read.
+WRITER_COLUMNS: list[str] = [*FACT_COLUMNS, "revision", "first_recorded_at"]
 
 #: Columns that may be written to Delta file statistics. Subject, object, text and
 #: attribute values never are, so that erasure can remove them from the log (SPEC §3).

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from .connection import new_connection
 from .keyindex import KeyIndex
-from .schema import Fact
+from .schema import EVENT_COLUMNS, WRITER_COLUMNS, Fact
 from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
 
@@ -36,14 +36,17 @@ _MAX_FOREIGN_ROWS = 100_000
 #: Up to this many keys are read through the key index; more in one DuckDB query.
 _INDEXED_KEYS = 64
 _UNBELIEVED = ("retracted", "erased")
+_UNREAD = [c for c in EVENT_COLUMNS if c not in WRITER_COLUMNS]
 # The rows of many keys, read straight from the version's files, not through the views: a
 # writer then binds nothing when the version moves, and the key filter prunes row groups by
-# their statistics.
-_KEYS_SQL = """
-SELECT e.* FROM read_parquet($files) AS e
+# their statistics. Only the columns a writer acts on are decoded (schema.WRITER_COLUMNS).
+_SELECTED = ", ".join(f"e.{name}" for name in WRITER_COLUMNS)
+_KEYS_SQL = f"""
+SELECT {_SELECTED} FROM read_parquet($files) AS e
 SEMI JOIN _tm_cache_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
 WHERE list_contains($subjects, e.subject)"""
-_FACT_SQL = "SELECT e.* FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"
+_FACT_SQL = f"""
+SELECT {_SELECTED} FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"""
 
 
 def micros(t: datetime) -> int:
@@ -205,7 +208,7 @@ class StateCache:
         if not files:
             return
         if len(keys) <= _INDEXED_KEYS:
-            rows = self._index.rows(files, keys)
+            rows = self._index.rows(files, keys, unread=_UNREAD).drop_columns(_UNREAD)
         else:
             con = self._reader()
             con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),

@@ -66,6 +66,20 @@ def test_the_index_reads_exactly_the_rows_of_the_keys(tmp_path, monkeypatch, see
     assert index.rows(files[:1], [several[0]]).num_rows == len(_scan(files[:1]).get(several[0], ()))
 
 
+def test_keys_that_read_alike_joined_are_told_apart(tmp_path, monkeypatch):
+    # joined by the separator alone, both keys read "a\x1fc\x1fc\x1fd"
+    mine, other = ("a\x1fc", "c", "d"), ("a", "c", "c\x1fd")
+    rows = [dict(_ROW, fact_id=f"f{i}", scope=k[0], subject=k[1], predicate=k[2], object=str(i), revision=1)
+            for i, k in enumerate([mine, other, other])]
+    path = str(tmp_path / "keys.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), path)
+    for hashed_rows in (0, 10_000):  # by statistics / by hashes
+        index = keyindex.KeyIndex()
+        monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", hashed_rows)
+        assert index.rows([path], [mine])["fact_id"].to_pylist() == ["f0"]
+        assert sorted(index.rows([path], [other])["fact_id"].to_pylist()) == ["f1", "f2"]
+
+
 def test_latest_believed_keeps_each_facts_last_revision_unless_retracted():
     rows = pa.Table.from_pylist([
         dict(_ROW, fact_id="a", revision=1, status="live"), dict(_ROW, fact_id="a", revision=2, status="ended"),
