@@ -176,7 +176,8 @@ class Engine:
 
     def commit(self, table: pa.Table, recorded_at: datetime) -> int:
         """Commit write-path rows recorded at ``recorded_at``: the store clock moves to it."""
-        self.storage.append(table)
+        _, file = self.storage.append(table)
+        self._cache.written(file, table)
         return self._record(micros(recorded_at))[0]
 
     def connection(self) -> duckdb.DuckDBPyConnection:

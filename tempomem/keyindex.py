@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -59,19 +60,33 @@ class _Bounds:
         return ~self.known | ((self.lo <= value) & (value <= self.hi))
 
 
-@dataclass(frozen=True)
 class _File:
-    metadata: pq.FileMetaData
-    hashes: np.ndarray | None  # a small file's key hashes, sorted; None: use the statistics
-    subjects: np.ndarray | None  # a small file's subject hashes, sorted
-    bounds: dict[str, _Bounds]  # per key column (a large file)
-    ended: np.ndarray  # per row group: every row folded with its belief end stored
-    dictionary: list[str]  # the string columns the file dictionary-encodes, read as dictionaries
+    """What is known about one data file: for a small one, the hashes of its keys and of its
+    subjects; for a large one, its row groups' key statistics and which hold no row of ``facts``.
+    The footer, and the file opened for reading, are kept from the first time they are needed."""
 
-    def source(self, path: str) -> pq.ParquetFile:
+    def __init__(self, path: str, metadata: pq.FileMetaData | None, *, hashes: np.ndarray | None = None,
+                 subjects: np.ndarray | None = None) -> None:
+        self.path = path
+        if metadata is not None:
+            self.metadata = metadata
+        self.hashes = hashes  # a small file's key hashes, sorted; None: use the statistics
+        self.subjects = subjects  # a small file's subject hashes, sorted
+        self.bounds: dict[str, _Bounds] = {}  # per key column (a large file)
+        self.ended = np.zeros(0, dtype=bool)  # per row group (a large file): every row folded with its end stored
+        if hashes is None:
+            self.bounds, self.ended = _statistics(self.metadata)
+
+    @cached_property
+    def metadata(self) -> pq.FileMetaData:
+        return pq.read_metadata(self.path)
+
+    @cached_property
+    def source(self) -> pq.ParquetFile:
         # Dictionary columns stay dictionaries until the few rows found are cast: decoding a
         # 16k-row group takes half the time. A column stored plain is not made one (that costs).
-        return pq.ParquetFile(path, metadata=self.metadata, pre_buffer=False, read_dictionary=self.dictionary)
+        return pq.ParquetFile(self.path, metadata=self.metadata, pre_buffer=False,
+                              read_dictionary=_dictionary_columns(self.metadata))
 
     def groups(self) -> np.ndarray:
         return np.arange(self.metadata.num_row_groups)
@@ -162,7 +177,7 @@ class _Groups:
             self._kept.move_to_end(key)
             return table
         # one reader thread: for one row group a pool's start-up costs more than it saves
-        table = _plain(entry.source(path).read_row_group(group, columns=list(columns), use_threads=False))
+        table = _plain(entry.source.read_row_group(group, columns=list(columns), use_threads=False))
         if not 0 < table.nbytes <= self.budget:
             return table
         if key in self._seen:  # read before: keep it
@@ -214,8 +229,9 @@ class KeyIndex:
                                                                                             strict=True)])
                 groups = np.flatnonzero(may)
             for group in groups:
-                at = _key_positions(self._groups.read(path, entry, group, _KEY_TUPLE), subjects, wanted)
-                parts.append(self._found(path, entry, group, at, columns))
+                keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
+                parts.append(self._found(path, entry, group, _key_positions(keys_read, subjects, wanted), columns,
+                                         keys_read))
         return pa.concat_tables(parts)
 
     def subject_rows(self, files: Sequence[str], subject: str, *, scope: str | None = None,
@@ -243,21 +259,24 @@ class KeyIndex:
             for group in groups:
                 keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
                 found = np.logical_and.reduce([_equal(keys_read[c], v) for c, v in given.items()])
-                parts.append(self._found(path, entry, group, np.flatnonzero(found), columns))
+                parts.append(self._found(path, entry, group, np.flatnonzero(found), columns, keys_read))
         return pa.concat_tables(parts)
 
-    def _found(self, path: str, entry: _File, group: int, at: np.ndarray, columns: list[str]) -> pa.Table:
+    def _found(self, path: str, entry: _File, group: int, at: np.ndarray, columns: list[str],
+               keys_read: pa.Table) -> pa.Table:
         """The rows of ``group`` at the sorted positions ``at``, as ``EVENT_SCHEMA`` (columns not
-        in ``columns`` NULL). The group is decoded only when it holds one of them (a group whose
-        statistics span the rows sought, such as the one where a fold's two parts meet, often holds none)."""
+        in ``columns`` NULL); ``keys_read`` are the group's key columns, already decoded. The
+        group is decoded only when it holds one of them (a group whose statistics span the rows
+        sought, such as the one where a fold's two parts meet, often holds none)."""
         if not len(at):
             return NO_ROWS
-        rows = _rows_at(self._groups.read(path, entry, group, tuple(columns)), at)
+        rest = tuple(c for c in columns if c not in _KEY_TUPLE)
+        rows = _rows_at(self._groups.read(path, entry, group, rest), at)
+        keys = _rows_at(keys_read, at)
         # dictionaries become the schema's strings on the few rows found, not on the group
         kept = set(columns)
-        return pa.table([(rows[f.name].cast(f.type) if pa.types.is_dictionary(rows.schema.field(f.name).type)
-                          else rows[f.name]) if f.name in kept else pa.nulls(rows.num_rows, f.type)
-                         for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+        return pa.table([_as_field(keys[f.name] if f.name in _KEY_TUPLE else rows[f.name], f) if f.name in kept
+                         else pa.nulls(len(at), f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
 
     def _entries(self, files: Sequence[str]) -> Iterable[tuple[str, _File]]:
         listed = set(files)
@@ -271,17 +290,24 @@ class KeyIndex:
 
     def _index(self, path: str) -> _File:
         metadata = pq.read_metadata(path)
-        hashes = subjects = None
-        bounds: dict[str, _Bounds] = {}
-        if metadata.num_rows <= _HASHED_FILE_ROWS:
-            table = pq.ParquetFile(path, metadata=metadata).read(columns=_KEY_COLUMNS, use_threads=False)
-            hashes = np.unique(_hashes(_joined(table)))
-            subjects = np.unique(_hashes(table["subject"].cast(pa.string())))
-            ended = np.zeros(metadata.num_row_groups, dtype=bool)
+        if metadata.num_rows > _HASHED_FILE_ROWS:
+            entry = self._files[path] = _File(path, metadata)
         else:
-            bounds, ended = _statistics(metadata)
-        entry = self._files[path] = _File(metadata, hashes, subjects, bounds, ended, _dictionary_columns(metadata))
+            keys = pq.ParquetFile(path, metadata=metadata).read(columns=_KEY_COLUMNS, use_threads=False)
+            entry = self._files[path] = _small_file(path, metadata, keys)
         return entry
+
+    def learn(self, path: str, rows: pa.Table) -> None:
+        """Know the file just written at ``path`` from its ``rows`` (``EVENT_SCHEMA``), without
+        reading it back: a commit's own file is otherwise read again by its next commit."""
+        if rows.num_rows <= _HASHED_FILE_ROWS:
+            self._files[path] = _small_file(path, None, rows.select(_KEY_COLUMNS))
+
+
+def _small_file(path: str, metadata: pq.FileMetaData | None, keys: pa.Table) -> _File:
+    """A small file known by the hashes of its keys and of its subjects."""
+    return _File(path, metadata, hashes=np.unique(_hashes(_joined(keys))),
+                 subjects=np.unique(_hashes(keys["subject"].cast(pa.string()))))
 
 
 def _key_positions(keys_read: pa.Table, subjects: pa.Array, wanted: pa.Array) -> np.ndarray:
@@ -315,6 +341,10 @@ def _equal(column: pa.ChunkedArray, value: str) -> np.ndarray:
         else:
             parts.append(pc.fill_null(pc.equal(chunk, value), False).to_numpy(zero_copy_only=False))
     return np.concatenate(parts)
+
+
+def _as_field(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    return column.cast(field.type) if pa.types.is_dictionary(column.type) else column
 
 
 def _plain(table: pa.Table) -> pa.Table:

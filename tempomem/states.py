@@ -231,6 +231,10 @@ class StateCache:
             facts.pop(state["fact_id"], None)
             self._key_of.pop(state["fact_id"], None)
 
+    def written(self, file: str, rows: pa.Table) -> None:
+        """The file a commit just wrote, and its rows: the key index need not read it back."""
+        self._index.learn(file, rows)
+
     def committed(self, version: int, batch: Batch) -> None:
         """Take in what the one-row path just wrote: each touched fact's new latest state."""
         for fact_id in batch.touched:

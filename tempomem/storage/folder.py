@@ -132,8 +132,9 @@ class Storage:
                 self._snapshot = Snapshot(newest, files)
         return self._snapshot
 
-    def append(self, table: pa.Table) -> int:
-        """Commit ``table`` as one atomic Delta commit; returns the new version.
+    def append(self, table: pa.Table) -> tuple[int, str]:
+        """Commit ``table`` as one atomic Delta commit; returns the new version and the file
+        written (as the snapshot lists it; a compaction may already have merged it away).
 
         The Parquet file is written here with the store's writer settings and then committed
         as an add action: for a one-row commit that is about half of what ``write_deltalake``
@@ -148,7 +149,7 @@ class Storage:
             raise
         version = self._commit_files([file], "append")
         self.compact_if_needed()
-        return version
+        return version, str(file.resolve())
 
     def new_file_path(self) -> Path:
         """A fresh name for a data file written into the table folder (then :meth:`add_files`)."""
