@@ -209,9 +209,12 @@ class KeyIndex:
         self._files: dict[str, _File] = {}
         self._groups = _Groups(cache_bytes)
 
-    def rows(self, files: Sequence[str], keys: Iterable[Key], *, unread: Sequence[str] = ()) -> pa.Table:
-        """Every row (``EVENT_SCHEMA``) of ``keys`` in ``files``, in no particular order. The
-        ``unread`` columns are not decoded: they come back NULL."""
+    def rows(self, files: Sequence[str], keys: Iterable[Key], *, facts_only: bool = False,
+             unread: Sequence[str] = ()) -> pa.Table:
+        """Every row (``EVENT_SCHEMA``) of ``keys`` in ``files``, in no particular order.
+
+        ``facts_only`` and ``unread`` as for :meth:`subject_rows` (a writer wants each fact's
+        latest revision, which is a row of ``facts``)."""
         keys = list(keys)
         wanted = pa.array([_key_string(k) for k in keys], pa.string())
         subjects = pa.array(sorted({k[1] for k in keys}), pa.string())
@@ -227,7 +230,7 @@ class KeyIndex:
                 for key in keys:
                     may |= np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in zip(_KEY_COLUMNS, key,
                                                                                             strict=True)])
-                groups = np.flatnonzero(may)
+                groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
             for group in groups:
                 keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
                 parts.append(self._found(path, entry, group, _key_positions(keys_read, subjects, wanted), columns,

@@ -208,7 +208,7 @@ class StateCache:
         if not files:
             return
         if len(keys) <= _INDEXED_KEYS:
-            rows = self._index.rows(files, keys, unread=_UNREAD).drop_columns(_UNREAD)
+            rows = self._index.rows(files, keys, facts_only=True, unread=_UNREAD).drop_columns(_UNREAD)
         else:
             con = self._reader()
             con.register("_tm_cache_keys", pa.table(dict(zip(("scope", "subject", "predicate"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from datetime import UTC, datetime
 
 import duckdb
 import pyarrow as pa
@@ -78,6 +79,32 @@ def test_keys_that_read_alike_joined_are_told_apart(tmp_path, monkeypatch):
         monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", hashed_rows)
         assert index.rows([path], [mine])["fact_id"].to_pylist() == ["f0"]
         assert sorted(index.rows([path], [other])["fact_id"].to_pylist()) == ["f1", "f2"]
+
+
+def test_facts_only_skips_the_groups_of_ended_revisions(tmp_path, monkeypatch):
+    # a fold's layout, in groups of two rows: the revisions still believed, then those whose
+    # belief ended (folded_until stored); a key's latest revisions are all in the first
+    monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", 0)
+    ended_at = datetime(2025, 3, 1, tzinfo=UTC)
+    key = {"scope": "default", "subject": "s", "predicate": "p"}
+    rows = [dict(_ROW, **key, fact_id="f1", object="new", revision=2, status="live", folded=True),
+            dict(_ROW, **key, fact_id="f2", object="other", revision=1, status="retracted", folded=True),
+            dict(_ROW, **key, fact_id="f1", object="old", revision=1, status="live", folded=True,
+                 folded_until=ended_at),
+            dict(_ROW, **key, fact_id="f2", object="other", revision=0, status="live", folded=True,
+                 folded_until=ended_at)]
+    path = str(tmp_path / "folded.parquet")
+    pq.write_table(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA), path, row_group_size=2)
+    index = keyindex.KeyIndex()
+    both = index.rows([path], [("default", "s", "p")])
+    believed = index.rows([path], [("default", "s", "p")], facts_only=True)
+    def revisions(table: pa.Table) -> list[tuple[str, int]]:
+        return sorted(zip(table["fact_id"].to_pylist(), table["revision"].to_pylist(), strict=True))
+
+    assert revisions(both) == [("f1", 1), ("f1", 2), ("f2", 0), ("f2", 1)]
+    assert revisions(believed) == [("f1", 2), ("f2", 1)]
+    # what the write path keeps of them is the same: f1's latest revision (f2's is retracted)
+    assert latest_believed(believed)["object"].to_pylist() == latest_believed(both)["object"].to_pylist() == ["new"]
 
 
 def test_latest_believed_keeps_each_facts_last_revision_unless_retracted():
