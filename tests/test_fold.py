@@ -8,10 +8,13 @@ sides of a fold.
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 from analytics_helpers import PLAIN_REVISIONS, assert_previous_columns
 from conftest import ts
 
 import tempomem as tm
+from tempomem.storage import delta
 from tempomem.storage import folder as storage_module
 
 _PLAIN_REVISIONS = f"""
@@ -99,6 +102,24 @@ def test_compaction_folds_once_fresh_rows_are_a_large_share(mem: tm.Memory, cloc
     assert _folded_share(mem) == (7, 7)
     _same_as_plain_definition(mem)
     assert mem.current("ada")["object"].to_list() == ["city-3"]
+
+
+def test_fresh_rows_are_read_from_footers_or_counted_once_a_file(tmp_path) -> None:
+    def write(name: str, folded: list[bool | None], **options: object) -> str:
+        path = str(tmp_path / name)
+        pq.write_table(pa.table({"folded": pa.array(folded, pa.bool_())}), path, **options)
+        return path
+
+    files = (write("commit", [False, False, None]),                         # fresh, NULL counts as not folded
+             write("fold", [True, True]),
+             write("mixed", [True, False, None]),                           # one group: counted
+             write("groups", [True, False], row_group_size=1),              # each group tells
+             write("bare", [True, None, False], write_statistics=False))    # no statistics: counted
+    known: dict[str, tuple[int, int]] = {}
+    assert delta.fresh_rows(files, known) == (3 + 0 + 2 + 1 + 2, 13)
+    assert known[files[2]] == (2, 3) and known[files[4]] == (2, 3)
+    # files that left the table are forgotten
+    assert delta.fresh_rows(files[:2], known) == (3, 5) and set(known) == set(files[:2])
 
 
 def test_a_fold_stores_the_believed_rows_first_each_part_in_key_order(mem: tm.Memory, clock) -> None:

@@ -242,16 +242,43 @@ def op_set_embeddings(path: str, table: pa.Table) -> int:
     return dt.version()
 
 
-def fresh_rows(files: tuple[str, ...]) -> tuple[int, int]:
-    """(rows written since the last fold, all rows) of a version's files: one column read."""
-    import duckdb
+def fresh_rows(files: tuple[str, ...], known: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """(rows written since the last fold, all rows) of a version's files.
 
-    if not files:
-        return 0, 0
-    with duckdb.connect() as con:
-        found = con.sql("SELECT count(*) FILTER (WHERE folded IS NOT TRUE), count(*) FROM read_parquet($files)",
-                        params={"files": list(files)}).fetchall()
-    return found[0][0], found[0][1]
+    Each file's pair is worked out once and kept in ``known`` (files never change once
+    written; those that left the table are forgotten): from the footer's statistics of
+    ``folded`` where they tell, else by reading that one column of that one file. Counting
+    the column over every file, every 32 commits, cost ~0.2 s a compaction at 10M revisions.
+    """
+    for file in [f for f in known if f not in set(files)]:
+        del known[file]
+    for file in files:
+        if file not in known:
+            known[file] = _file_fresh_rows(file)
+    return sum(known[f][0] for f in files), sum(known[f][1] for f in files)
+
+
+def _file_fresh_rows(path: str) -> tuple[int, int]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if "folded" not in names:
+        return meta.num_rows, meta.num_rows
+    column = names.index("folded")
+    fresh = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        stats = group.column(column).statistics
+        if stats is not None and stats.has_null_count and stats.null_count == group.num_rows:
+            fresh += group.num_rows  # all NULL: not folded
+        elif stats is not None and stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
+            fresh += 0 if stats.min else group.num_rows
+        else:  # mixed, or no statistics: count
+            folded = pq.ParquetFile(path, metadata=meta).read(columns=["folded"], use_threads=False)["folded"]
+            return meta.num_rows - pc.sum(pc.fill_null(folded, False).cast("int64")).as_py(), meta.num_rows
+    return fresh, meta.num_rows
 
 
 # -- the store directory ----------------------------------------------------------------------

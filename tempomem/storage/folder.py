@@ -57,6 +57,7 @@ class Storage:
         self._snapshot = Snapshot(-1, ())
         self._newest = -1
         self._plain: bool | None = None
+        self._fresh_rows: dict[str, tuple[int, int]] = {}  # by data file (delta.fresh_rows)
 
     # creation and discovery
     @staticmethod
@@ -236,7 +237,7 @@ class Storage:
         full = next((t for t in _tiers(snap.files) if len(t) >= _SMALL_FILES_BEFORE_COMPACTION), None)
         if full is None:
             return False
-        fresh, total = delta.fresh_rows(snap.files)
+        fresh, total = delta.fresh_rows(snap.files, self._fresh_rows)
         if fresh * _FOLD_WHEN_FRESH_SHARE >= total:
             self.fold()
         else:
