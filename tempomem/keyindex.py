@@ -170,8 +170,8 @@ class _Groups:
         self._bytes = 0
         self._seen: OrderedDict[tuple[str, int, tuple[str, ...]], None] = OrderedDict()  # read once
 
-    def read(self, path: str, entry: _File, group: int, columns: tuple[str, ...]) -> pa.Table:
-        key = (path, group, columns)
+    def read(self, entry: _File, group: int, columns: tuple[str, ...]) -> pa.Table:
+        key = (entry.path, group, columns)
         table = self._kept.get(key)
         if table is not None:
             self._kept.move_to_end(key)
@@ -221,7 +221,7 @@ class KeyIndex:
         wanted_hashes = None
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
         parts = [NO_ROWS]
-        for path, entry in self._entries(files):
+        for entry in self._entries(files):
             if entry.hashes is not None:
                 wanted_hashes = _hashes(wanted) if wanted_hashes is None else wanted_hashes
                 groups = entry.groups() if _holds(entry.hashes, wanted_hashes) else []
@@ -232,9 +232,8 @@ class KeyIndex:
                                                                                             strict=True)])
                 groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
             for group in groups:
-                keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
-                parts.append(self._found(path, entry, group, _key_positions(keys_read, subjects, wanted), columns,
-                                         keys_read))
+                keys_read = self._groups.read(entry, group, _KEY_TUPLE)
+                parts.append(self._found(entry, group, _key_positions(keys_read, subjects, wanted), columns, keys_read))
         return pa.concat_tables(parts)
 
     def subject_rows(self, files: Sequence[str], subject: str, *, scope: str | None = None,
@@ -252,7 +251,7 @@ class KeyIndex:
         wanted = None
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
         parts = [NO_ROWS]
-        for path, entry in self._entries(files):
+        for entry in self._entries(files):
             if entry.subjects is not None:
                 wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
                 groups = entry.groups() if _holds(entry.subjects, wanted) else []
@@ -260,13 +259,12 @@ class KeyIndex:
                 may = np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in given.items()])
                 groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
             for group in groups:
-                keys_read = self._groups.read(path, entry, group, _KEY_TUPLE)
+                keys_read = self._groups.read(entry, group, _KEY_TUPLE)
                 found = np.logical_and.reduce([_equal(keys_read[c], v) for c, v in given.items()])
-                parts.append(self._found(path, entry, group, np.flatnonzero(found), columns, keys_read))
+                parts.append(self._found(entry, group, np.flatnonzero(found), columns, keys_read))
         return pa.concat_tables(parts)
 
-    def _found(self, path: str, entry: _File, group: int, at: np.ndarray, columns: list[str],
-               keys_read: pa.Table) -> pa.Table:
+    def _found(self, entry: _File, group: int, at: np.ndarray, columns: list[str], keys_read: pa.Table) -> pa.Table:
         """The rows of ``group`` at the sorted positions ``at``, as ``EVENT_SCHEMA`` (columns not
         in ``columns`` NULL); ``keys_read`` are the group's key columns, already decoded. The
         group is decoded only when it holds one of them (a group whose statistics span the rows
@@ -274,14 +272,14 @@ class KeyIndex:
         if not len(at):
             return NO_ROWS
         rest = tuple(c for c in columns if c not in _KEY_TUPLE)
-        rows = _rows_at(self._groups.read(path, entry, group, rest), at)
+        rows = _rows_at(self._groups.read(entry, group, rest), at)
         keys = _rows_at(keys_read, at)
         # dictionaries become the schema's strings on the few rows found, not on the group
         kept = set(columns)
         return pa.table([_as_field(keys[f.name] if f.name in _KEY_TUPLE else rows[f.name], f) if f.name in kept
                          else pa.nulls(len(at), f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
 
-    def _entries(self, files: Sequence[str]) -> Iterable[tuple[str, _File]]:
+    def _entries(self, files: Sequence[str]) -> Iterable[_File]:
         listed = set(files)
         gone = {f for f in self._files if f not in listed}
         for path in gone:
@@ -289,7 +287,7 @@ class KeyIndex:
         if gone:
             self._groups.forget(gone)
         for path in files:
-            yield path, self._files.get(path) or self._index(path)
+            yield self._files.get(path) or self._index(path)
 
     def _index(self, path: str) -> _File:
         metadata = pq.read_metadata(path)
