@@ -84,8 +84,8 @@ def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
 
 
 def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
-    """The batch as operations (``bulk.OPS_SCHEMA`` but ``kind``, ``commit_time`` and
-    ``target_op``), or ``None`` when it must be validated row by row (see the module doc)."""
+    """The batch as operations (``bulk.OPS_SCHEMA`` but ``kind``, ``commit_time``, ``target_op``
+    and ``serial``), or ``None`` when it must be validated row by row (see the module doc)."""
     table = frames.strict_columns(rows)
     if table is None or not set(table.column_names) <= FIELDS:
         return None

@@ -37,13 +37,13 @@ OPS_SCHEMA = pa.schema([
     ("artifacts", pa.list_(pa.string())), ("reason", pa.string()), ("target_op", pa.int64()),
     ("text", pa.string()), ("source", pa.string()), ("confidence", pa.float64()), ("origin", pa.string()),
     ("attributes", pa.string()), ("embedding", pa.list_(pa.float32())), ("link_type", pa.string()),
-    ("weight", pa.float64()),
+    ("weight", pa.float64()), ("serial", pa.int64()),
 ])
 
 
 def ops_from_news(news: list[dict[str, Any]]) -> pa.Table:
     """Assertions validated row by row (``writepath.new_assertion``) as :func:`assert_set_based` reads them."""
-    names = [n for n in OPS_SCHEMA.names if n not in ("kind", "commit_time", "target_op")]
+    names = [n for n in OPS_SCHEMA.names if n not in ("kind", "commit_time", "target_op", "serial")]
     columns: dict[str, Any] = {name: [row.get(name) for row in news] for name in names if name != "op"}
     columns["op"] = list(range(len(news)))
     return pa.Table.from_pydict(columns, schema=pa.schema([OPS_SCHEMA.field(n) for n in names]))
@@ -57,6 +57,7 @@ def assert_set_based(engine: Engine, assertions: pa.Table) -> list[Fact]:
     ops = (assertions.append_column("kind", pa.array(["assert"] * n))
            .append_column("commit_time", pa.array([commit_time] * n, _TS))
            .append_column("target_op", pa.nulls(n, pa.int64()))
+           .append_column("serial", assertions["op"])
            .select(OPS_SCHEMA.names).cast(OPS_SCHEMA))
     con = engine.connection()
     con.register("_tm_ops_in", ops)

@@ -34,11 +34,13 @@ from .schema import EVENT_SCHEMA, WRITER_COLUMNS
 from .temporal import decisions
 
 #: What ``_tm_ops_in`` gives for each operation (``kind`` is ``assert`` or ``correct``; a
-#: correction names the assertion whose fact it retracts in ``target_op``).
+#: correction names the assertion whose fact it retracts in ``target_op``). ``serial`` numbers
+#: the id of the fact an assertion makes (unique in the batch; ids made at one instant sort by
+#: it): ``op`` in a batch, the input row in a replay, whose ``op`` is numbered chunk by chunk.
 OP_COLUMNS = ("op", "kind", "commit_time", "scope", "subject", "predicate", "object", "valid_from", "valid_to",
-              "valid_from_inferred", "reference_time", "artifacts", "reason", "target_op")
-# What the rounds keep of an operation: the key is `k` from `_tm_keys`.
-_OP_STATE_COLUMNS = tuple(c for c in OP_COLUMNS if c not in ("scope", "subject", "predicate"))
+              "valid_from_inferred", "reference_time", "artifacts", "reason", "target_op", "serial")
+# What the rounds keep of an operation: the key is `k` from `_tm_keys`, the serial is in `new_id`.
+_OP_STATE_COLUMNS = tuple(c for c in OP_COLUMNS if c not in ("scope", "subject", "predicate", "serial"))
 PAYLOAD_COLUMNS = ("text", "source", "confidence", "origin", "attributes", "embedding", "link_type", "weight")
 
 #: What ``_tm_stored`` keeps of a stored revision (``schema.WRITER_COLUMNS``). Reading the store's
@@ -98,8 +100,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
     """Apply ``_tm_ops_in`` to ``_tm_stored`` (see the module doc); ``origin`` overrides every row's.
     ``fold_new``: write the revisions of the facts the batch makes folded (a replay's whole log).
 
-    New fact ids are made from each operation's time and ``op`` plus ``nonce`` (:func:`new_nonce`
-    when not given): batches applied with one nonce and distinct ``op`` numbers never share an id.
+    New fact ids are made from each operation's time and ``serial`` plus ``nonce`` (:func:`new_nonce`
+    when not given): batches applied with one nonce and distinct serials never share an id.
     """
     for statement in _statements()["setup"]:
         con.execute(statement)
@@ -211,7 +213,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str, nonce: int) ->
         )
         SELECT {', '.join(f'o.{c}' for c in _OP_STATE_COLUMNS)}, n.k, n.round,
                coalesce(r.arity, 'single') AS arity, coalesce(r.rule, $default_rule) AS rule,
-               tm__fact_id(NULL, o.commit_time, o.op, $nonce) AS new_id
+               tm__fact_id(NULL, o.commit_time, o.serial, $nonce) AS new_id
         FROM _tm_ops_in AS o
         JOIN numbered AS n ON n.op = o.op
         LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate""",

@@ -66,11 +66,12 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Pat
     written, nonce = 0, rounds.new_nonce()  # one id space for the whole log: `op` is global
     try:
         con.execute(_SQL["chunks"], {"chunk": CHUNK_OPS})
-        con.execute(_SQL["ops"])
-        chunks = [c for (c,) in con.sql("SELECT DISTINCT chunk FROM _tm_replay_keys ORDER BY chunk").fetchall()]
+        firsts = [lo for (lo,) in con.sql(_SQL["bounds"]).fetchall()]
+        offset = 0
         with BackgroundWriter(target) as out:
-            for chunk in chunks:
-                con.execute(_SQL["chunk_ops"], {"chunk": chunk})
+            for first, following in zip(firsts, [*firsts[1:], None], strict=True):
+                con.execute(_SQL["chunk_ops"], {"offset": offset, **_bounds(first, following)})
+                offset += con.sql("SELECT count(*) FROM _tm_ops_in").fetchall()[0][0]
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
                                        nonce=nonce, fold_new=True)
@@ -84,12 +85,20 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Pat
         target.unlink(missing_ok=True)
         raise
     finally:
-        for name in ("_tm_ops_in", "_tm_ops_all", "_tm_replay_keys"):
+        for name in ("_tm_ops_in", "_tm_replay_keys"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         rounds.drop_stored(con)
     if not written:
         target.unlink(missing_ok=True)
     return Replay(target if written else None, written, _rejected(sorted(refused, key=lambda r: r[0])))
+
+
+def _bounds(first: tuple[str, str, str], following: tuple[str, str, str] | None) -> dict[str, Any]:
+    """The parameters of ``chunk_ops`` for the chunk of keys from ``first`` up to ``following``
+    (the next chunk's first key; ``None`` for the last chunk)."""
+    scope, subject, predicate = following or first
+    return {"scope": first[0], "subject": first[1], "predicate": first[2], "last": following is None,
+            "next_scope": scope, "next_subject": subject, "next_predicate": predicate}
 
 
 def _refused_rows(con: duckdb.DuckDBPyConnection, refused: pa.Table) -> list[tuple[Any, ...]]:
