@@ -242,12 +242,14 @@ def load_stored(con: duckdb.DuckDBPyConnection) -> None:
         SELECT scope, subject, predicate, row_number() OVER (ORDER BY scope, subject, predicate) AS k
         FROM (SELECT DISTINCT scope, subject, predicate FROM _tm_ops_in)""")
     # Each fact's latest revision found on narrow rows (a window would sort every column), then
-    # those revisions' STORED_SCHEMA columns.
+    # those revisions' STORED_SCHEMA columns. A row whose belief end a fold stored is never a
+    # fact's latest: its row groups, which a fold or a replay writes apart, are skipped unread.
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE _tm_stored AS
         WITH mine AS MATERIALIZED (
             SELECT {', '.join(f'e.{name}' for name in STORED_SCHEMA.names)} FROM _tm_events AS e
             SEMI JOIN _tm_keys AS k ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+            WHERE e.folded_until IS NULL
         )
         SELECT m.* FROM mine AS m
         SEMI JOIN (SELECT fact_id, max(revision) AS revision FROM mine GROUP BY fact_id) AS l

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import ids, timegrammar
+from tempomem import engine, ids, timegrammar
 from tempomem.backfill import checks
 from tempomem.backfill import flags as backfill_flags
 from tempomem.backfill import write as backfill_write
@@ -695,6 +695,40 @@ def test_a_replay_stores_the_facts_it_makes_folded_and_new_revisions_of_stored_f
         ("eu-west-1", 1, ts("2025-02-02"), "live"), ("eu-west-1", 2, None, "superseded"),
         ("us-east-1", 1, None, "live")]
     assert mem.as_believed("2025-02-15", "2025-02-10", "api")["object"].to_list() == ["eu-central-1"]
+    assert mem.check().ok
+
+
+def test_a_replay_writes_its_ended_revisions_apart_from_the_latest_ones(mem: tm.Memory, monkeypatch) -> None:
+    """A replay writes a fold's two parts: one file of the revisions that ended (folded with
+    their belief end), one of each fact's latest revision, each in key order. Their footers say
+    which is which, so a reader of the latest revisions (a batch's stored states among them)
+    skips the first file's row groups unread."""
+    mem.backfill([row("db", "mysql", recorded_at="2025-01-01", valid_from="2024-06"),
+                  row("api", "eu-west-1", recorded_at="2025-01-02", valid_from="2024-12"),
+                  row("api", "eu-central-1", recorded_at="2025-02-02", valid_from="2025-02"),
+                  row("db", "postgres", recorded_at="2025-03-01", valid_from="2025-03")], resolve=True)
+    footers = {f: pq.read_metadata(f).row_group(0) for f in mem._storage.snapshot().files}
+    until = {f: g.column(g.num_columns - 1) for f, g in footers.items()}
+    assert {c.path_in_schema for c in until.values()} == {"folded_until"}
+    (ended,) = [f for f, c in until.items() if c.statistics.null_count == 0]
+    (latest,) = [f for f, c in until.items() if c.statistics.null_count == c.num_values]
+    keys = ["subject", "object", "revision", "status", "folded", "folded_until"]
+    assert pl.read_parquet(ended).select(keys).rows() == [
+        ("api", "eu-west-1", 1, "live", True, ts("2025-02-02")), ("db", "mysql", 1, "live", True, ts("2025-03-01"))]
+    assert pl.read_parquet(latest).select(keys).rows() == [
+        ("api", "eu-west-1", 2, "superseded", True, None), ("api", "eu-central-1", 1, "live", True, None),
+        ("db", "mysql", 2, "superseded", True, None), ("db", "postgres", 1, "live", True, None)]
+    assert mem.as_of("2025-02-01", "db")["object"].to_list() == ["mysql"]
+    # a batch on the set-based path reads the stored states with the ended rows left out
+    monkeypatch.setattr(engine, "SET_BASED_FROM", 1)
+    facts = mem.assert_many([
+        {"subject": "db", "predicate": "p", "object": "sqlite", "valid_from": "2025-04-01"},
+        {"subject": "api", "predicate": "p", "object": "eu-central-1", "valid_from": "2025-03-01"}])
+    assert [f.object for f in facts] == ["sqlite", "eu-central-1"]
+    assert facts[1].valid_from == ts("2025-02-01")  # the duplicate merged into the stored fact
+    assert mem.as_of("2025-05-01", "db")["object"].to_list() == ["sqlite"]
+    assert mem.history("db").select("object", "status").rows() == [
+        ("mysql", "superseded"), ("postgres", "superseded"), ("sqlite", "live")]
     assert mem.check().ok
 
 

@@ -72,8 +72,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
             plan = None
             if resolve:
                 # Rows the write path refuses become rejected rows of the report.
-                plan = replay(con, settings, storage.new_file_path(), origin=origin, ingested_at=now,
-                              notify=notify)
+                plan = replay(con, settings, (storage.new_file_path(), storage.new_file_path()), origin=origin,
+                              ingested_at=now, notify=notify)
                 if plan.rejected.height:
                     rejected = pl.concat([report_parts["rejected"], plan.rejected.cast(REJECTED_SCHEMA)])  # type: ignore[arg-type]
                     report_parts = {**report_parts, "rejected": rejected.sort("row"),
@@ -82,8 +82,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
             written_as = {"loaded": report.loaded, "has_fact_id": loader.has_fact_id, "absent": loader.absent,
                           "origin": origin, "ingested_at": now}
             if strict and report.rejected.height:
-                if plan is not None and plan.file is not None:
-                    plan.file.unlink(missing_ok=True)
+                for file in plan.files if plan is not None else []:
+                    file.unlink(missing_ok=True)
                 if not resolve and report.loaded:
                     # Nothing is committed, but the report flags what the load would have
                     # written: the revisions go to a scratch file, tested as a load's are.
@@ -99,8 +99,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 )
             if plan is not None:
                 revisions = plan.revisions
-                if plan.file is not None:
-                    engine.add_files([plan.file], engine.last_api_us())
+                if plan.files:
+                    engine.add_files(plan.files, engine.last_api_us())
             else:
                 def flag_overlaps(file: Path, changes: pa.Table) -> None:
                     report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, file, changes)

@@ -7,8 +7,13 @@ by :mod:`tempomem.rounds`, each at its own time, so supersession, duplicates and
 are derived exactly as the write path derives them. Operations on different keys never meet,
 so the log is applied in chunks of whole keys (about :data:`CHUNK_OPS` operations each, in the
 store's key order): memory is bounded by a chunk, and each chunk's revision rows, already
-sorted, stream into one Parquet file, committed in one Delta transaction by the caller. The
+sorted, stream into two Parquet files, committed in one Delta transaction by the caller. The
 store clock does not move.
+
+The two files are a fold's two parts (``storage/folder.py``): the revisions that ended (folded
+with their belief end) and the rest, each in key order. A reader of the latest revisions (a
+commit's states, ``facts``, a point ``as_of``) then skips the first file's row groups by their
+statistics; in one file, a key's ended and latest revisions shared every row group.
 
 An assertion the write path refuses (a conflict under a ``reject`` policy, a belief time not
 after the fact's latest revision) is left out and its row reported as rejected; the other rows
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import rounds
 from ..connection import sql_parts
@@ -42,20 +48,21 @@ _SQL = sql_parts("backfill_replay.sql")
 
 @dataclass
 class Replay:
-    """The outcome of a replay: its revision rows in a Parquet file of the table folder, not
+    """The outcome of a replay: its revision rows in Parquet files of the table folder, not
     yet committed, and the refused rows."""
 
-    #: The written file (``None`` when the replay made no revision).
-    file: Path | None
+    #: The written files (none when the replay made no revision).
+    files: list[Path]
     revisions: int
     #: One row per refused input row: ``row``, ``field``, ``value``, ``reason`` (as ``BackfillReport.rejected``).
     rejected: pl.DataFrame
 
 
-def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Path, *, origin: str,
+def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], targets: tuple[Path, Path], *, origin: str,
            ingested_at: datetime, notify: Progress) -> Replay:
-    """Apply ``_bf_rows`` through the write path, writing the revisions to ``target`` (a new
-    file in the table folder, removed again on an error or when nothing is written).
+    """Apply ``_bf_rows`` through the write path, writing the revisions to ``targets`` (new
+    files in the table folder: the ended revisions, the others; a file is removed again on an
+    error or when nothing is written to it).
 
     A refused assertion rejects its row (field ``object`` for a conflict, ``recorded_at`` for a
     belief time not after the fact's latest revision). A refused retraction (the fact it
@@ -67,30 +74,42 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], target: Pat
     try:
         con.execute(_SQL["chunks"], {"chunk": CHUNK_OPS})
         firsts = [lo for (lo,) in con.sql(_SQL["bounds"]).fetchall()]
-        offset = 0
-        with BackgroundWriter(target) as out:
+        offset, counts = 0, [0, 0]
+        with BackgroundWriter(targets[0]) as ended, BackgroundWriter(targets[1]) as rest:
             for first, following in zip(firsts, [*firsts[1:], None], strict=True):
                 con.execute(_SQL["chunk_ops"], {"offset": offset, **_bounds(first, following)})
                 offset += con.sql("SELECT count(*) FROM _tm_ops_in").fetchall()[0][0]
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
                                        nonce=nonce, fold_new=True)
-                for batch in applied.rows.to_batches(writer.ROW_GROUP_ROWS):
-                    out.write(batch.cast(EVENT_SCHEMA))
+                for n, (part, out) in enumerate(zip(_ended_and_rest(applied.rows), (ended, rest), strict=True)):
+                    for batch in part.to_batches(writer.ROW_GROUP_ROWS):
+                        out.write(batch.cast(EVENT_SCHEMA))
+                    counts[n] += part.num_rows
                 written += applied.rows.num_rows
                 notify("write", written)
                 refused += _refused_rows(con, applied.refused)
                 rounds.drop_stored(con)
     except BaseException:
-        target.unlink(missing_ok=True)
+        for target in targets:
+            target.unlink(missing_ok=True)
         raise
     finally:
         for name in ("_tm_ops_in", "_tm_replay_keys"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         rounds.drop_stored(con)
-    if not written:
-        target.unlink(missing_ok=True)
-    return Replay(target if written else None, written, _rejected(sorted(refused, key=lambda r: r[0])))
+    for target, count in zip(targets, counts, strict=True):
+        if not count:
+            target.unlink(missing_ok=True)
+    files = [target for target, count in zip(targets, counts, strict=True) if count]
+    return Replay(files, written, _rejected(sorted(refused, key=lambda r: r[0])))
+
+
+def _ended_and_rest(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``rows`` split into the revisions written folded with their belief end (no longer any
+    fact's latest) and the others, each in the order it had."""
+    ended = pc.fill_null(pc.and_(rows["folded"], pc.is_valid(rows["folded_until"])), False)
+    return rows.filter(ended), rows.filter(pc.invert(ended))
 
 
 def _bounds(first: tuple[str, str, str], following: tuple[str, str, str] | None) -> dict[str, Any]:
