@@ -64,20 +64,21 @@ SELECT unnest([
 FROM _bf_counts;
 
 -- @part candidates
--- The revisions the load wrote ($file, the Parquet file of the write, sorted by key) that are
--- believed (not retracted) and belong to the candidate keys: the single-valued keys ($multi
--- lists the multi-valued predicates) whose value changed between adjacent written rows
+-- The revisions the load wrote ($files, the Parquet files of the write, each sorted by key)
+-- that are believed (not retracted) and belong to the candidate keys: the single-valued keys
+-- ($multi lists the multi-valued predicates) whose value changed between adjacent written rows
 -- (`_bf_written_keys`, registered by the caller). Each is read as written, its belief end
 -- being the `folded_until` the write derived (revisions.sql's tm__believed_until), so the test
 -- repeats neither that derivation nor its sort. `kh` hashes the key: the parts of the test
--- split on it, and integers compare faster than text. `i`, the revision's place in the file,
--- names it in the test's result: a busy key's matches are many, and deduplicating them by
--- one integer costs a fraction of five columns of text.
+-- split on it, and integers compare faster than text. `i`, the revision's place in its file
+-- and which file, names it in the test's result: a busy key's matches are many, and
+-- deduplicating them by one integer costs a fraction of five columns of text.
 CREATE OR REPLACE TEMP TABLE _bf_candidate_revs AS
-SELECT CAST(w.file_row_number AS BIGINT) AS i, hash(w.scope, w.subject, w.predicate) AS kh,
+SELECT CAST(w.file_row_number AS BIGINT) * len($files) + list_position($files, w.filename) - 1 AS i,
+       hash(w.scope, w.subject, w.predicate) AS kh,
        w.scope, w.subject, w.predicate, w.fact_id, w.object,
        w.valid_from, w.valid_to, w.recorded_at, w.folded_until AS believed_until
-FROM read_parquet($file, file_row_number = true) AS w
+FROM read_parquet($files, file_row_number = true, filename = true) AS w
 SEMI JOIN _bf_written_keys AS k ON k.scope = w.scope AND k.subject = w.subject AND k.predicate = w.predicate
 WHERE w.retracted_at IS NULL AND NOT list_contains($multi, w.predicate);
 

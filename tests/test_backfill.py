@@ -37,6 +37,16 @@ def row(subject: str, obj: str = "x", recorded_at: object = "2025-01-01T00:00:00
     return {"subject": subject, "predicate": "p", "object": obj, "recorded_at": recorded_at, **more}
 
 
+def stored_parts(mem: tm.Memory) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A load's two files (a fold's two parts) as written: the revisions that ended (folded with
+    their belief end) and the latest ones; an empty frame for a part with no row."""
+    frames = [pl.read_parquet(f) for f in mem._storage.snapshot().files]
+    ended = [f for f in frames if f["folded_until"].null_count() == 0]
+    latest = [f for f in frames if f["folded_until"].null_count() == f.height]
+    assert len(ended) <= 1 and len(latest) == 1 and len(ended) + len(latest) == len(frames)
+    return (ended[0] if ended else latest[0].clear()), latest[0]
+
+
 # -- times ---------------------------------------------------------------------------------------
 
 def test_time_forms_normalise_to_utc_microseconds(mem: tm.Memory) -> None:
@@ -277,11 +287,12 @@ def test_backfilled_rows_are_stored_in_sort_key_order_with_generated_ids(mem: tm
     mem.backfill([row("zed", "z1", recorded_at="2025-01-05"), row("amy", "a2", recorded_at="2025-02-01"),
                   row("bob", "b1", recorded_at="2025-01-03", retracted_at="2025-03-01"),
                   row("amy", "a1", recorded_at="2025-01-01"), row("amy", "a0", recorded_at="2025-02-01", scope="work")])
-    (file,) = mem._storage.snapshot().files
-    stored = pl.read_parquet(file)
-    assert stored.select("scope", "subject", "object", "revision").rows() == [
-        ("default", "amy", "a1", 1), ("default", "amy", "a2", 1), ("default", "bob", "b1", 1),
+    ended, latest = stored_parts(mem)
+    assert ended.select("scope", "subject", "object", "revision").rows() == [("default", "bob", "b1", 1)]
+    assert latest.select("scope", "subject", "object", "revision").rows() == [
+        ("default", "amy", "a1", 1), ("default", "amy", "a2", 1),
         ("default", "bob", "b1", 2), ("default", "zed", "z1", 1), ("work", "amy", "a0", 1)]
+    stored = pl.concat([ended, latest])
     # A generated id: 29 lowercase hex digits, the first 14 its recorded_at in µs.
     for fact_id, first in stored.select("fact_id", "first_recorded_at").rows():
         assert len(fact_id) == 29 and fact_id == fact_id.lower() and int(fact_id, 16) >= 0
@@ -292,11 +303,11 @@ def test_backfilled_rows_are_stored_in_sort_key_order_with_generated_ids(mem: tm
     given.backfill([row("amy", "x", fact_id="f-b"), row("amy", "y"),
                     row("amy", "z", fact_id="f-a", recorded_at="2025-03-01"),
                     row("amy", "z", fact_id="f-a", recorded_at="2025-02-01"), row("abe", "w", fact_id="f-c")])
-    (file,) = given._storage.snapshot().files
-    assert pl.read_parquet(file).select("subject", "object", "fact_id", "revision").rows()[1:] == [
-        ("amy", "y", pl.read_parquet(file)["fact_id"][1], 1), ("amy", "z", "f-a", 1), ("amy", "z", "f-a", 2),
-        ("amy", "x", "f-b", 1)]
-    assert pl.read_parquet(file)["subject"][0] == "abe"
+    ended, latest = stored_parts(given)
+    assert ended.select("subject", "object", "fact_id", "revision").rows() == [("amy", "z", "f-a", 1)]
+    assert latest.select("subject", "object", "fact_id", "revision").rows()[1:] == [
+        ("amy", "y", latest["fact_id"][1], 1), ("amy", "z", "f-a", 2), ("amy", "x", "f-b", 1)]
+    assert latest["subject"][0] == "abe"
 
 
 def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path, monkeypatch) -> None:
@@ -319,10 +330,10 @@ def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path,
     split = tm.open(tmp_path / "split", create=True)
     report = split.backfill(rows)
     assert len(ranges[0]) > 3 and ranges[0][0]["from_scope"] is None and ranges[0][-1]["to_scope"] is None
-    (file,) = split._storage.snapshot().files
-    stored = pl.read_parquet(file)
     keys = ["scope", "subject", "predicate", "fact_id", "revision"]
-    assert stored.select(keys).rows() == stored.select(keys).sort(keys).rows()
+    for part in stored_parts(split):
+        assert part.height and part.select(keys).rows() == part.select(keys).sort(keys).rows()
+    stored = pl.concat(stored_parts(split))
     assert stored.height == report.revisions == revs(whole).height
     same = ["scope", "subject", "object", "recorded_at", "revision", "status", "believed_until"]
     assert revs(split).select(same).sort(same).equals(revs(whole).select(same).sort(same))
@@ -352,10 +363,10 @@ def test_rows_of_one_fact_each_are_sorted_before_they_become_revisions(tmp_path:
     report = split.backfill(frame)
     assert report.loaded == n and report.revisions == n + n // 10
     for store in (whole, split):
-        (file,) = store._storage.snapshot().files
-        stored = pl.read_parquet(file)
         keys = ["scope", "subject", "predicate", "fact_id", "revision"]
-        assert stored.select(keys).rows() == stored.select(keys).sort(keys).rows()
+        for part in stored_parts(store):
+            assert part.select(keys).rows() == part.select(keys).sort(keys).rows()
+        stored = pl.concat(stored_parts(store))
         retraction = stored.filter(pl.col("revision") == 2)
         assert retraction.height == n // 10 and retraction["status"].unique().to_list() == ["retracted"]
         assert_previous_columns(store)
@@ -450,14 +461,14 @@ def test_an_encoding_error_in_the_writer_thread_fails_the_load_and_changes_nothi
     before = (mem._storage.snapshot().version, sorted(mem._storage.data_files_on_disk()))
     encoded = []
 
-    def failing_write_batch(self, batch, row_group_size=None):
-        encoded.append(batch.num_rows)
+    def failing_write_table(self, table, row_group_size=None):
+        encoded.append(table.num_rows)
         if len(encoded) == 2:
             raise OSError("No space left on device")
-        return original(self, batch, row_group_size=row_group_size)
+        return original(self, table, row_group_size=row_group_size)
 
-    original = pq.ParquetWriter.write_batch
-    monkeypatch.setattr(pq.ParquetWriter, "write_batch", failing_write_batch)
+    original = pq.ParquetWriter.write_table
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", failing_write_table)
     monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 2)
     with pytest.raises(OSError, match="No space left on device"):
         mem.backfill([row(f"s{i}", f"v{i}") for i in range(10)])
@@ -771,15 +782,18 @@ def test_backfilled_files_are_plain_delta_with_no_values_in_the_log(mem: tm.Memo
     log = "".join(p.read_text() for p in sorted((mem._storage.path / "_delta_log").glob("*.json")))
     assert "secret" not in log and "bob" not in log and '"y"' not in log
     adds = [json.loads(line)["add"] for line in log.splitlines() if '"add"' in line]
-    assert len(adds) == 1
-    stats = json.loads(adds[0]["stats"])
-    assert stats["numRecords"] == 3  # alice's two revisions (recorded, retracted) and bob's
-    assert set(stats["minValues"]) | set(stats["maxValues"]) | set(stats["nullCount"]) <= set(STATS_COLUMNS)
+    assert len(adds) == 2  # alice's first revision ended: a fold's two parts, one commit
+    files = sorted((json.loads(a["stats"]) for a in adds), key=lambda stats: stats["numRecords"])
+    # alice's recorded revision; alice's retraction and bob's revision
+    assert [stats["numRecords"] for stats in files] == [1, 2]
+    for stats in files:
+        assert set(stats["minValues"]) | set(stats["maxValues"]) | set(stats["nullCount"]) <= set(STATS_COLUMNS)
     # Delta statistics are milliseconds: the minimum is truncated, the maximum rounded up.
-    assert stats["minValues"]["recorded_at"] == "2025-01-01T00:00:00.123Z"
-    assert stats["maxValues"]["recorded_at"] == "2025-02-01T00:00:00.500Z"
-    assert stats["nullCount"] == {"revision": 0, "valid_from": 1, "valid_to": 3, "recorded_at": 0,
-                                  "retracted_at": 2, "ingested_at": 0}
+    assert files[0]["minValues"]["recorded_at"] == "2025-01-01T00:00:00.123Z"
+    assert files[1]["maxValues"]["recorded_at"] == "2025-02-01T00:00:00.500Z"
+    assert [stats["nullCount"] for stats in files] == [
+        {"revision": 0, "valid_from": 0, "valid_to": 1, "recorded_at": 0, "retracted_at": 1, "ingested_at": 0},
+        {"revision": 0, "valid_from": 1, "valid_to": 2, "recorded_at": 0, "retracted_at": 1, "ingested_at": 0}]
     # Other readers see the same rows with the store's types; skipping on the stats keeps them.
     read = pl.scan_delta(str(mem._storage.path))
     assert read.collect_schema() == pl.Schema(pl.from_arrow(EVENT_SCHEMA.empty_table()).schema)

@@ -2,7 +2,8 @@
 
 Everything is set-based: the input is bound to a DuckDB connection as a view, every rule
 (time parsing, rejection, fixes, duplicates, flags) is SQL over all rows, and the revision rows
-stream into one Parquet file committed as one Delta transaction: no row passes through Python.
+stream into two Parquet files (a fold's two parts: the revisions that ended, each fact's latest)
+committed as one Delta transaction: no row passes through Python.
 Python only builds the statements (from fixed templates; column names are quoted identifiers,
 every value is a bound parameter) and drives the stages.
 

@@ -46,8 +46,8 @@ def report_parts(loader: Loader, settings: dict[str, Any], *, extra_flags: pl.Da
 
 
 def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings: dict[str, Any],
-                  written: Path, written_keys: pa.Table) -> pl.DataFrame:
-    """``flags`` plus overlapping_values when raised, testing the revisions of the Parquet file
+                  written: list[Path], written_keys: pa.Table) -> pl.DataFrame:
+    """``flags`` plus overlapping_values when raised, testing the revisions of the Parquet files
     ``written`` (the load's, as the write made them) of the single-valued keys in
     ``written_keys``: those whose value changes between adjacent written rows (see
     :class:`~tempomem.backfill.write.ValueChanges`)."""
@@ -57,7 +57,7 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
     tables = ("_bf_candidate_revs", "_bf_part_revs", "_bf_overlapping")
     try:
-        con.execute(_SQL["candidates"], {"file": str(written), "multi": multi})
+        con.execute(_SQL["candidates"], {"files": [str(f) for f in written], "multi": multi})
         con.execute(_SQL["overlapping"])
         # The test pairs every two revisions of a key: a part of the keys at a time keeps the
         # pairs of a large load within memory (one part up to _OVERLAP_ROWS revisions).

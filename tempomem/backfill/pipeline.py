@@ -87,9 +87,9 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 if not resolve and report.loaded:
                     # Nothing is committed, but the report flags what the load would have
                     # written: the revisions go to a scratch file, tested as a load's are.
-                    scratch = Path(spill) / "strict.parquet"
-                    _, changes = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, scratch, changes)
+                    scratch = (Path(spill) / "strict-ended.parquet", Path(spill) / "strict.parquet")
+                    _, changes, files = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, files, changes)
                     report = BackfillReport(**report_parts, origin=origin)
                 raise BackfillError(
                     f"backfill: {report.rejected.height} of {report.rows_read} rows rejected and strict=True; "
@@ -102,8 +102,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 if plan.files:
                     engine.add_files(plan.files, engine.last_api_us())
             else:
-                def flag_overlaps(file: Path, changes: pa.Table) -> None:
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, file, changes)
+                def flag_overlaps(files: list[Path], changes: pa.Table) -> None:
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, files, changes)
 
                 revisions = write_as_given(engine, con, **written_as, notify=notify, finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)

@@ -10,10 +10,11 @@ store's key order): memory is bounded by a chunk, and each chunk's revision rows
 sorted, stream into two Parquet files, committed in one Delta transaction by the caller. The
 store clock does not move.
 
-The two files are a fold's two parts (``storage/folder.py``): the revisions that ended (folded
-with their belief end) and the rest, each in key order. A reader of the latest revisions (a
-commit's states, ``facts``, a point ``as_of``) then skips the first file's row groups by their
-statistics; in one file, a key's ended and latest revisions shared every row group.
+The two files are a fold's two parts (:class:`~tempomem.storage.writer.FoldParts`): the
+revisions that ended (folded with their belief end) and the rest, each in key order. A reader
+of the latest revisions (a commit's states, ``facts``, a point ``as_of``) then skips the first
+file's row groups by their statistics; in one file, a key's ended and latest revisions shared
+every row group.
 
 An assertion the write path refuses (a conflict under a ``reject`` policy, a belief time not
 after the fact's latest revision) is left out and its row reported as rejected; the other rows
@@ -30,13 +31,11 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .. import rounds
 from ..connection import sql_parts
 from ..errors import TempomemError
-from ..schema import EVENT_SCHEMA
-from ..storage import BackgroundWriter, writer
+from ..storage import ROW_GROUP_ROWS, FoldParts
 
 if TYPE_CHECKING:
     from .report import Progress
@@ -74,18 +73,16 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], targets: tu
     try:
         con.execute(_SQL["chunks"], {"chunk": CHUNK_OPS})
         firsts = [lo for (lo,) in con.sql(_SQL["bounds"]).fetchall()]
-        offset, counts = 0, [0, 0]
-        with BackgroundWriter(targets[0]) as ended, BackgroundWriter(targets[1]) as rest:
+        offset = 0
+        with FoldParts(*targets) as out:
             for first, following in zip(firsts, [*firsts[1:], None], strict=True):
                 con.execute(_SQL["chunk_ops"], {"offset": offset, **_bounds(first, following)})
                 offset += con.sql("SELECT count(*) FROM _tm_ops_in").fetchall()[0][0]
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
                                        nonce=nonce, fold_new=True)
-                for n, (part, out) in enumerate(zip(_ended_and_rest(applied.rows), (ended, rest), strict=True)):
-                    for batch in part.to_batches(writer.ROW_GROUP_ROWS):
-                        out.write(batch.cast(EVENT_SCHEMA))
-                    counts[n] += part.num_rows
+                for batch in applied.rows.to_batches(ROW_GROUP_ROWS):  # queued a row group at a time
+                    out.write(batch)
                 written += applied.rows.num_rows
                 notify("write", written)
                 refused += _refused_rows(con, applied.refused)
@@ -98,18 +95,7 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], targets: tu
         for name in ("_tm_ops_in", "_tm_replay_keys"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
         rounds.drop_stored(con)
-    for target, count in zip(targets, counts, strict=True):
-        if not count:
-            target.unlink(missing_ok=True)
-    files = [target for target, count in zip(targets, counts, strict=True) if count]
-    return Replay(files, written, _rejected(sorted(refused, key=lambda r: r[0])))
-
-
-def _ended_and_rest(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """``rows`` split into the revisions written folded with their belief end (no longer any
-    fact's latest) and the others, each in the order it had."""
-    ended = pc.fill_null(pc.and_(rows["folded"], pc.is_valid(rows["folded_until"])), False)
-    return rows.filter(ended), rows.filter(pc.invert(ended))
+    return Replay(out.files, written, _rejected(sorted(refused, key=lambda r: r[0])))
 
 
 def _bounds(first: tuple[str, str, str], following: tuple[str, str, str] | None) -> dict[str, Any]:

@@ -1,5 +1,7 @@
-"""Writing a backfill as given: the revision rows derived in SQL, sorted, streamed into one
-Parquet file in the table folder and committed as one Delta transaction (the clock stays)."""
+"""Writing a backfill as given: the revision rows derived in SQL, sorted, streamed into the
+table folder as a fold's two parts (:class:`~tempomem.storage.writer.FoldParts`: the revisions
+that ended, then each fact's latest, a file each) and committed as one Delta transaction (the
+clock stays)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pyarrow.compute as pc
 from ..connection import sql_parts
 from ..ids import generated_ids
 from ..schema import EVENT_SCHEMA
-from ..storage import BackgroundWriter, writer
+from ..storage import FoldParts, writer
 from .report import Progress
 
 if TYPE_CHECKING:
@@ -71,36 +73,39 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
 
 def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
                     absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
-                    finish: Callable[[Path, pa.Table], None]) -> int:
-    """Write the revision rows (:func:`write_revisions`) into a file of the table folder and
-    commit it as one Delta transaction; keep the store clock where it was. Once the file is
-    written and before it is committed, ``finish`` gets it and the keys whose value changes
+                    finish: Callable[[list[Path], pa.Table], None]) -> int:
+    """Write the revision rows (:func:`write_revisions`) into files of the table folder and
+    commit them as one Delta transaction; keep the store clock where it was. Once the files are
+    written and before they are committed, ``finish`` gets them and the keys whose value changes
     between adjacent rows: the report's overlap test."""
     if loaded == 0:
         return 0
     last_api_us = engine.last_api_us()
-    target = engine.storage.new_file_path()
+    targets = (engine.storage.new_file_path(), engine.storage.new_file_path())
     try:
-        written, changes = write_revisions(con, target, loaded=loaded, has_fact_id=has_fact_id, absent=absent,
-                                           origin=origin, ingested_at=ingested_at, notify=notify)
-        finish(target, changes)
+        written, changes, files = write_revisions(con, targets, loaded=loaded, has_fact_id=has_fact_id,
+                                                  absent=absent, origin=origin, ingested_at=ingested_at,
+                                                  notify=notify)
+        finish(files, changes)
     except BaseException:
-        target.unlink(missing_ok=True)
+        for target in targets:
+            target.unlink(missing_ok=True)
         raise
-    engine.add_files([target], last_api_us)
+    engine.add_files(files, last_api_us)
     return written
 
 
-def write_revisions(con: duckdb.DuckDBPyConnection, target: Path, *, loaded: int, has_fact_id: bool,
-                    absent: dict[str, str], origin: str, ingested_at: datetime,
-                    notify: Progress) -> tuple[int, pa.Table]:
-    """Write the load's revision rows into the Parquet file ``target``; return how many, and
-    the keys whose value changes between adjacent rows (:class:`ValueChanges`).
+def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], *, loaded: int,
+                    has_fact_id: bool, absent: dict[str, str], origin: str, ingested_at: datetime,
+                    notify: Progress) -> tuple[int, pa.Table, list[Path]]:
+    """Write the load's revision rows into the Parquet files ``targets`` (the ended revisions,
+    the others: :class:`~tempomem.storage.writer.FoldParts`); return how many, the keys whose
+    value changes between adjacent rows (:class:`ValueChanges`), and the files that hold rows.
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
-    keys, in order); they stream out as Arrow batches of the store's row-group size (so that
-    point queries prune row groups) into the one file. No row becomes a Python object:
-    Arrow's Parquet writer encodes each batch (a third of the CPU DuckDB's COPY takes for them).
+    keys, in order); they stream out as Arrow batches, each part in row groups of the store's
+    size (so that point queries prune row groups). No row becomes a Python object: Arrow's
+    Parquet writer encodes each batch (a third of the CPU DuckDB's COPY takes for them).
     ``absent`` names the columns the input lacks (name: SQL type), kept out of the sort.
     """
     # Rows sharing a given fact_id are revisions numbered by belief time; otherwise a fact
@@ -113,7 +118,7 @@ def write_revisions(con: duckdb.DuckDBPyConnection, target: Path, *, loaded: int
         con.execute(_SQL[part])
     written = 0
     changes = ValueChanges()
-    with BackgroundWriter(target) as out:
+    with FoldParts(*targets) as out:
         for key_range in _key_ranges(con, loaded):
             rows = con.sql(_SQL["revisions"], params={"origin": origin, "ingested_at": ingested_at,
                                                       "absent": nulls, **key_range})
@@ -122,11 +127,11 @@ def write_revisions(con: duckdb.DuckDBPyConnection, target: Path, *, loaded: int
                                                                          batch.column("_id_serial"))
                 batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
                                                    names=EVENT_SCHEMA.names)
-                out.write(batch.cast(EVENT_SCHEMA))
+                out.write(batch)
                 changes.see(batch)
                 written += batch.num_rows
             notify("write", written)
-    return written, changes.keys()
+    return written, changes.keys(), out.files
 
 
 class ValueChanges:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..schema import EVENT_SCHEMA
@@ -63,7 +64,7 @@ class BackgroundWriter:
     """
 
     def __init__(self, path: Path) -> None:
-        self._queue: queue.Queue[pa.RecordBatch | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
+        self._queue: queue.Queue[pa.RecordBatch | pa.Table | None] = queue.Queue(maxsize=_QUEUED_BATCHES)
         self._error: BaseException | None = None
         self._writer = parquet_writer(path)
         self._thread = threading.Thread(target=self._encode, name="tempomem-backfill-writer", daemon=True)
@@ -73,12 +74,13 @@ class BackgroundWriter:
         while (batch := self._queue.get()) is not None:
             if self._error is None:  # after an error, only drain the queue so that write() never blocks
                 try:
-                    self._writer.write_batch(batch, row_group_size=ROW_GROUP_ROWS)
+                    self._writer.write(batch, row_group_size=ROW_GROUP_ROWS)
                 except BaseException as exc:  # raised in the caller's thread
                     self._error = exc
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Queue ``batch`` (waits while the queue is full)."""
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Queue ``batch`` (waits while the queue is full); a table is written in row groups of
+        :data:`ROW_GROUP_ROWS` rows across its chunks."""
         if self._error is not None:
             raise self._error
         self._queue.put(batch)
@@ -93,3 +95,58 @@ class BackgroundWriter:
         if kind is None and self._error is not None:
             raise self._error
 
+
+
+class FoldParts:
+    """A fold's two parts (``folder.py``) written as two Parquet files, each by a
+    :class:`BackgroundWriter`: the revisions folded with their belief end, which are no longer
+    any fact's latest, and the others. A reader of the latest revisions (``facts``, a commit's
+    states) then skips the first file by its footer: ``folded_until`` holds no NULL there.
+
+    Rows come in the store's sort order, and each file keeps it. Each part is written in whole
+    row groups of :data:`ROW_GROUP_ROWS` (its rows held until it has one), whatever the batches
+    it is given in. After the ``with``, :attr:`files` are those that hold rows; a file left
+    empty is removed."""
+
+    def __init__(self, ended: Path, rest: Path) -> None:
+        self._paths = (ended, rest)
+        self._rows = [0, 0]
+        self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
+        self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
+
+    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
+        """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part."""
+        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        ended = pc.fill_null(pc.and_(table["folded"], pc.is_valid(table["folded_until"])), False)
+        for n, part in enumerate((table.filter(ended), table.filter(pc.invert(ended)))):
+            self._held[n].append(part.cast(EVENT_SCHEMA))
+            self._rows[n] += part.num_rows
+            self._flush(n, whole_groups=True)
+
+    def _flush(self, n: int, *, whole_groups: bool) -> None:
+        held = pa.concat_tables(self._held[n])
+        whole = held.num_rows - held.num_rows % ROW_GROUP_ROWS if whole_groups else held.num_rows
+        if whole:  # one table of many chunks: the writer cuts it into row groups across them
+            self._writers[n].write(held.slice(0, whole))
+        self._held[n][:] = [held.slice(whole)]
+
+    @property
+    def files(self) -> list[Path]:
+        return [path for path, rows in zip(self._paths, self._rows, strict=True) if rows]
+
+    def __enter__(self) -> FoldParts:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        try:
+            if kind is None:
+                for n in (0, 1):
+                    self._flush(n, whole_groups=False)
+        finally:
+            try:
+                self._writers[0].__exit__(kind, *rest)
+            finally:
+                self._writers[1].__exit__(kind, *rest)
+        for path, rows in zip(self._paths, self._rows, strict=True):
+            if not rows:
+                path.unlink(missing_ok=True)
