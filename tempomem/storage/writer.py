@@ -114,9 +114,9 @@ class FoldParts:
         self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
         self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
 
-    def write(self, rows: pa.RecordBatch | pa.Table) -> None:
+    def write(self, rows: pa.RecordBatch) -> None:
         """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part."""
-        table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        table = pa.Table.from_batches([rows])
         ended = pc.fill_null(pc.and_(table["folded"], pc.is_valid(table["folded_until"])), False)
         for n, part in enumerate((table.filter(ended), table.filter(pc.invert(ended)))):
             self._held[n].append(part.cast(EVENT_SCHEMA))
