@@ -116,14 +116,21 @@ class FoldParts:
 
     def write(self, rows: pa.RecordBatch) -> None:
         """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part."""
-        table = pa.Table.from_batches([rows])
+        table = pa.Table.from_batches([rows]).cast(EVENT_SCHEMA)
         ended = pc.fill_null(pc.and_(table["folded"], pc.is_valid(table["folded_until"])), False)
-        for n, part in enumerate((table.filter(ended), table.filter(pc.invert(ended)))):
-            self._held[n].append(part.cast(EVENT_SCHEMA))
-            self._rows[n] += part.num_rows
-            self._flush(n, whole_groups=True)
+        count = pc.sum(ended).as_py() or 0
+        # a batch of one part (a load with no ended revision is all one) is not copied by a filter
+        parts = ((table, table.slice(0, 0)) if count == table.num_rows else (table.slice(0, 0), table) if not count
+                 else (table.filter(ended), table.filter(pc.invert(ended))))
+        for n, part in enumerate(parts):
+            if part.num_rows:
+                self._held[n].append(part)
+                self._rows[n] += part.num_rows
+                self._flush(n, whole_groups=True)
 
     def _flush(self, n: int, *, whole_groups: bool) -> None:
+        if not self._held[n]:
+            return
         held = pa.concat_tables(self._held[n])
         whole = held.num_rows - held.num_rows % ROW_GROUP_ROWS if whole_groups else held.num_rows
         if whole:  # one table of many chunks: the writer cuts it into row groups across them
