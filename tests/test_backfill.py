@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from analytics_helpers import assert_previous_columns
@@ -883,3 +884,31 @@ def test_repeat_columns_are_those_of_the_sql() -> None:
         selected = re.findall(r"\b\w+\b", parts[part].split("FROM _bf_checked")[0])
         for name in checks.ROW_VALUES:
             assert name in selected, f"{part}: {name}"
+
+
+def test_a_folds_two_parts_are_written_in_whole_row_groups_whatever_the_batches(tmp_path: Path, monkeypatch) -> None:
+    """FoldParts puts each row in its part (ended: folded with its belief end) in the order
+    given, cuts each part into whole row groups across the batches it came in, and leaves no
+    file for a part with no row."""
+    monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 4)
+    until = [ts("2025-01-02") if i % 3 == 0 else None for i in range(11)]
+    rows = pa.table({name: pa.nulls(11, field.type) for name, field in zip(EVENT_SCHEMA.names, EVENT_SCHEMA,
+                                                                             strict=True)}, schema=EVENT_SCHEMA)
+    rows = (rows.set_column(rows.schema.get_field_index("revision"), "revision", pa.array(range(11), pa.int32()))
+            .set_column(rows.schema.get_field_index("folded"), "folded", pa.array([True] * 11))
+            .set_column(rows.schema.get_field_index("folded_until"), "folded_until",
+                        pa.array(until, EVENT_SCHEMA.field("folded_until").type)))
+    ended, rest = tmp_path / "ended.parquet", tmp_path / "rest.parquet"
+    with storage_writer.FoldParts(ended, rest) as parts:
+        for start, length in ((0, 1), (1, 5), (6, 2), (8, 3)):  # batches that cut across groups
+            parts.write(rows.slice(start, length).to_batches()[0])
+    assert parts.files == [ended, rest]
+    assert pl.read_parquet(ended)["revision"].to_list() == [0, 3, 6, 9]
+    assert pl.read_parquet(rest)["revision"].to_list() == [1, 2, 4, 5, 7, 8, 10]
+    groups = {p.name: [pq.read_metadata(p).row_group(g).num_rows for g in range(pq.read_metadata(p).num_row_groups)]
+              for p in (ended, rest)}
+    assert groups == {"ended.parquet": [4], "rest.parquet": [4, 3]}
+    # a part with no row leaves no file
+    with storage_writer.FoldParts(tmp_path / "none.parquet", tmp_path / "all.parquet") as parts:
+        parts.write(rows.filter(pc.is_null(rows["folded_until"])).to_batches()[0])
+    assert parts.files == [tmp_path / "all.parquet"] and not (tmp_path / "none.parquet").exists()

@@ -119,9 +119,10 @@ class FoldParts:
         table = pa.Table.from_batches([rows]).cast(EVENT_SCHEMA)
         ended = pc.fill_null(pc.and_(table["folded"], pc.is_valid(table["folded_until"])), False)
         count = pc.sum(ended).as_py() or 0
-        # a batch of one part (a load with no ended revision is all one) is not copied by a filter
-        parts = ((table, table.slice(0, 0)) if count == table.num_rows else (table.slice(0, 0), table) if not count
-                 else (table.filter(ended), table.filter(pc.invert(ended))))
+        if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
+            parts = (table, table.slice(0, 0)) if count else (table.slice(0, 0), table)
+        else:
+            parts = (table.filter(ended), table.filter(pc.invert(ended)))
         for n, part in enumerate(parts):
             if part.num_rows:
                 self._held[n].append(part)
