@@ -14,12 +14,14 @@ FROM (SELECT coalesce(scope, 'default') AS scope, subject, predicate, count(*) +
       FROM _bf_rows GROUP BY ALL);
 
 -- @part bounds
--- Each chunk's first key, in chunk order: a chunk is the keys from its first to the next one's.
-SELECT min((scope, subject, predicate)) AS lo FROM _tm_replay_keys GROUP BY chunk ORDER BY chunk;
+-- The (scope, subject) of each chunk's first key but the first chunk's: the bounds of the key
+-- ranges (write.key_ranges) the replay is applied in. A subject is never split: the range that
+-- starts at its subject takes all its keys (and two chunks that start on one subject are one).
+SELECT min((scope, subject)) AS lo FROM _tm_replay_keys WHERE chunk > 0 GROUP BY chunk;
 
 -- @part chunk_ops
--- One chunk's operations (its keys from ($scope, $subject, $predicate) up to the next chunk's
--- first key, or to the end when $last): what rounds.sql reads as `_tm_ops_in`, in the columns
+-- One chunk's operations (the keys of the range $from_scope, $from_subject to $to_scope,
+-- $to_subject, tm__bf_in_range of backfill_write.sql): what rounds.sql reads as `_tm_ops_in`, in the columns
 -- rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with the defaults of writepath.new_assertion for
 -- what a row leaves out; `__row` stays for reports. Every row is an assertion at its recorded_at,
 -- and a row's retracted_at a correction, at that time, of the fact the assertion landed on;
@@ -32,12 +34,8 @@ SELECT min((scope, subject, predicate)) AS lo FROM _tm_replay_keys GROUP BY chun
 -- them, cost 13 s, about what applying a tenth of its chunks does.
 CREATE OR REPLACE TEMP TABLE _tm_ops_in AS
 WITH mine AS MATERIALIZED (
-    -- (scope, subject, predicate) >= the first key and < the next chunk's, spelled out: comparing
-    -- the three as one row value builds it for every row of the log, which took half again as long
-    SELECT r.* FROM (SELECT coalesce(r.scope, 'default') AS sc, r.* FROM _bf_rows AS r) AS r
-    WHERE (r.sc > $scope OR (r.sc = $scope AND (r.subject > $subject OR (r.subject = $subject AND r.predicate >= $predicate))))
-      AND ($last OR r.sc < $next_scope OR (r.sc = $next_scope AND (r.subject < $next_subject
-                                             OR (r.subject = $next_subject AND r.predicate < $next_predicate))))
+    SELECT r.* FROM _bf_rows AS r
+    WHERE tm__bf_in_range(coalesce(r.scope, 'default'), r.subject, $from_scope, $from_subject, $to_scope, $to_subject)
 ),
 events AS (
     -- part 0 is a row's assertion, part 1 its retraction: one scan of the rows makes both
@@ -56,7 +54,7 @@ targets AS (
     WHERE t.part = 0 AND t.__row IN (SELECT c.__row FROM ordered AS c WHERE c.part = 1)
 )
 SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.commit_time,
-       r.sc AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
+       coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
        coalesce(r.valid_from_inferred, false) AS valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS reference_time,
        list_filter(coalesce(r.artifacts, []),
                    lambda a, i: list_position(coalesce(r.artifacts, []), a) = i) AS artifacts,

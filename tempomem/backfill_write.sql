@@ -22,13 +22,16 @@
 CREATE OR REPLACE TEMP TABLE _bf_absent AS
 SELECT true AS _absent_, COLUMNS(lambda c: list_contains($absent, c)) FROM _bf_checked LIMIT 1;
 
--- @part common
--- A row of a key range [from, to) in (scope, subject) order; a NULL bound is unbounded. A large
--- load is written range by range (write._key_ranges), so that each sort fits in memory. The
--- range's rows (tm__bf_ranged, below) leave out the columns the input lacks.
+-- @part key_range
+-- A row of a key range [from, to) in (scope, subject) order; a NULL bound is unbounded
+-- (write.key_ranges). A large load is written range by range, so that each sort fits in
+-- memory; a replay is applied chunk by chunk (backfill_replay.sql), so that its rounds do.
 CREATE OR REPLACE TEMP MACRO tm__bf_in_range(scope_, subject_, from_scope, from_subject, to_scope, to_subject) AS
     (from_scope IS NULL OR scope_ > from_scope OR (scope_ = from_scope AND subject_ >= from_subject))
     AND (to_scope IS NULL OR scope_ < to_scope OR (scope_ = to_scope AND subject_ < to_subject));
+
+-- @part common
+-- A range's rows (tm__bf_ranged, below) leave out the columns the input lacks.
 
 -- Every row of `rows` as its revisions: part 0 is the row as recorded, part 1 its retraction
 -- when that came later. One scan makes both (a UNION of two reads would materialise the rows

@@ -361,9 +361,9 @@ def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, monk
 
 
 def test_a_replay_in_chunks_of_one_key_finds_each_key_by_its_scope_first(tmp_path, monkeypatch):
-    """A chunk is the keys from its first to the next chunk's first, in (scope, subject,
-    predicate) order: a key of a later scope whose subject sorts first still falls in its own
-    chunk, and the log loads as it does in one chunk."""
+    """A chunk is the keys from its first subject to the next chunk's, in (scope, subject)
+    order: a key of a later scope whose subject sorts first still falls in its own chunk, and
+    the log loads as it does in one chunk."""
     at = ts("2026-01-01")
     log = [{"scope": scope, "subject": subject, "predicate": "p", "object": obj, "valid_from": "2025-01-01",
             "recorded_at": at + i * _DAY}

@@ -5,10 +5,10 @@ correction, at that time, of the fact the assertion landed on. The operations ar
 time (assertions before corrections at one instant, then by input row) and applied set-based
 by :mod:`tempomem.rounds`, each at its own time, so supersession, duplicates and unknown starts
 are derived exactly as the write path derives them. Operations on different keys never meet,
-so the log is applied in chunks of whole keys (about :data:`CHUNK_OPS` operations each, in the
-store's key order): memory is bounded by a chunk, and each chunk's revision rows, already
-sorted, stream into two Parquet files, committed in one Delta transaction by the caller. The
-store clock does not move.
+so the log is applied in chunks of whole subjects (about :data:`CHUNK_OPS` operations each, in
+the store's key order: key ranges, as a large as-given load is written in): memory is bounded
+by a chunk, and each chunk's revision rows, already sorted, stream into two Parquet files,
+committed in one Delta transaction by the caller. The store clock does not move.
 
 The two files are a fold's two parts (:class:`~tempomem.storage.writer.FoldParts`): the
 revisions that ended (folded with their belief end) and the rest, each in key order. A reader
@@ -36,11 +36,12 @@ from .. import rounds
 from ..connection import sql_parts
 from ..errors import TempomemError
 from ..storage import ROW_GROUP_ROWS, FoldParts
+from .write import KEY_RANGE_MACRO, key_ranges
 
 if TYPE_CHECKING:
     from .report import Progress
 
-#: Operations in one chunk of keys (a key with more is a chunk of its own).
+#: Operations in one chunk of subjects (a subject with more is a chunk of its own).
 CHUNK_OPS = 1_000_000
 _SQL = sql_parts("backfill_replay.sql")
 
@@ -72,11 +73,11 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], targets: tu
     written, nonce = 0, rounds.new_nonce()  # one id space for the whole log: `op` is global
     try:
         con.execute(_SQL["chunks"], {"chunk": CHUNK_OPS})
-        firsts = [lo for (lo,) in con.sql(_SQL["bounds"]).fetchall()]
+        con.execute(KEY_RANGE_MACRO)
         offset = 0
         with FoldParts(*targets) as out:
-            for first, following in zip(firsts, [*firsts[1:], None], strict=True):
-                con.execute(_SQL["chunk_ops"], {"offset": offset, **_bounds(first, following)})
+            for key_range in key_ranges(lo for (lo,) in con.sql(_SQL["bounds"]).fetchall()):
+                con.execute(_SQL["chunk_ops"], {"offset": offset, **key_range})
                 offset += con.sql("SELECT count(*) FROM _tm_ops_in").fetchall()[0][0]
                 rounds.load_stored(con)
                 applied = rounds.apply(con, rules, settings["policy"], ingested_at=ingested_at, origin=origin,
@@ -96,14 +97,6 @@ def replay(con: duckdb.DuckDBPyConnection, settings: dict[str, Any], targets: tu
             con.execute(f"DROP TABLE IF EXISTS {name}")
         rounds.drop_stored(con)
     return Replay(out.files, written, _rejected(sorted(refused, key=lambda r: r[0])))
-
-
-def _bounds(first: tuple[str, str, str], following: tuple[str, str, str] | None) -> dict[str, Any]:
-    """The parameters of ``chunk_ops`` for the chunk of keys from ``first`` up to ``following``
-    (the next chunk's first key; ``None`` for the last chunk)."""
-    scope, subject, predicate = following or first
-    return {"scope": first[0], "subject": first[1], "predicate": first[2], "last": following is None,
-            "next_scope": scope, "next_subject": subject, "next_predicate": predicate}
 
 
 def _refused_rows(con: duckdb.DuckDBPyConnection, refused: pa.Table) -> list[tuple[Any, ...]]:

@@ -6,7 +6,7 @@ clock stays)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 #: The write's SQL (backfill_write.sql): the parts each load runs, chosen by whether the input
 #: has fact ids and whether rows share them, then ``revisions`` once per key range.
 _SQL = sql_parts("backfill_write.sql")
+#: The macro ``tm__bf_in_range``: whether a row is in a key range of :func:`key_ranges`.
+KEY_RANGE_MACRO = _SQL["key_range"]
 _IDS = {True: "ids_given", False: "ids_generated"}
 _FACTS = {True: "rows_share_facts", False: "one_row_per_fact"}
 #: Columns the input may lack that _bf_rows still gives values (see candidates and merged in
@@ -65,8 +67,15 @@ def _key_ranges(con: duckdb.DuckDBPyConnection, loaded: int) -> list[dict[str, s
     percent = min(100.0, 100.0 * _BOUND_SAMPLE / loaded)
     sampled = con.sql(_BOUNDS_SQL.format(percent=float(percent)),
                       params={"ranges": ranges}).fetchall() if ranges > 1 else []
-    bounds = sorted({tuple(b) for b in sampled})
-    edges: list[tuple[str, str] | tuple[None, None]] = [(None, None), *bounds, (None, None)]
+    return key_ranges(sampled)
+
+
+def key_ranges(bounds: Iterable[tuple[str, str]]) -> list[dict[str, str | None]]:
+    """The parameters of ``tm__bf_in_range`` (:data:`KEY_RANGE_MACRO`) for the ranges that
+    ``bounds``, (scope, subject) pairs in any order and repeated or not, cut all keys into:
+    [from, to), the first from and the last to unbounded (NULL)."""
+    edges: list[tuple[str, str] | tuple[None, None]] = [(None, None), *sorted({tuple(b) for b in bounds}),
+                                                        (None, None)]
     return [{"from_scope": lo[0], "from_subject": lo[1], "to_scope": hi[0], "to_subject": hi[1]}
             for lo, hi in itertools.pairwise(edges)]
 
@@ -114,7 +123,7 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
         "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
     nulls = [name for name in absent if name not in _RECOMPUTED]
     con.execute(_SQL["absent"], {"absent": nulls})
-    for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
+    for part in ("key_range", "common", _IDS[has_fact_id], _FACTS[shared]):
         con.execute(_SQL[part])
     written = 0
     changes = ValueChanges()

@@ -117,7 +117,8 @@ class FoldParts:
     def write(self, rows: pa.RecordBatch) -> None:
         """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part."""
         table = pa.Table.from_batches([rows]).cast(EVENT_SCHEMA)
-        ended = pc.fill_null(pc.and_(table["folded"], pc.is_valid(table["folded_until"])), False)
+        # as the fold orders them (folder.py): a fresh row's belief end is never stored
+        ended = pc.is_valid(table["folded_until"])
         count = pc.sum(ended).as_py() or 0
         if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
             parts = (table, table.slice(0, 0)) if count else (table.slice(0, 0), table)
