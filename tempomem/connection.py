@@ -6,8 +6,10 @@ import re
 from importlib import resources
 
 import duckdb
+import pyarrow.parquet as pq
 
 from .schema import EVENT_SCHEMA
+from .storage import footer
 
 
 def sql_file(name: str) -> str:
@@ -66,7 +68,7 @@ def bind_files(con: duckdb.DuckDBPyConnection, files: tuple[str, ...], *, first:
     the few files that have any spares every query a scan of the whole table. When no file has
     any, the views are those of ``folded.sql``: one filtered scan each, no join.
     """
-    fresh = _files_with_fresh_rows(con, files)
+    fresh = _files_with_fresh_rows(files)
     _events(con, files).create_view("_tm_events", replace=True)
     _events(con, fresh).create_view("_tm_fresh_events", replace=True)
     if first:
@@ -103,17 +105,11 @@ def _events(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> duckdb.Du
     return con.from_arrow(EVENT_SCHEMA.empty_table())
 
 
-def _files_with_fresh_rows(con: duckdb.DuckDBPyConnection, files: tuple[str, ...]) -> tuple[str, ...]:
-    """The files with a row whose ``folded`` is not true, read from the Parquet footers' statistics
-    (a file without them counts as fresh)."""
-    unknown = [f for f in files if f not in _HAS_FRESH_ROWS]
-    if unknown:
-        folded = con.sql(
-            """SELECT file_name FROM parquet_metadata($files) WHERE path_in_schema = 'folded'
-               GROUP BY file_name
-               HAVING bool_and(stats_min_value = 'true' AND stats_null_count = 0) IS TRUE""",
-            params={"files": unknown},
-        ).fetchall()
-        all_folded = {row[0] for row in folded}
-        _HAS_FRESH_ROWS.update((f, f not in all_folded) for f in unknown)
+def _files_with_fresh_rows(files: tuple[str, ...]) -> tuple[str, ...]:
+    """The files with a row whose ``folded`` is not true, as their Parquet footers tell (a group
+    the statistics leave open counts as fresh)."""
+    for file in files:
+        if file not in _HAS_FRESH_ROWS:
+            states = footer.groups_folding(pq.read_metadata(file))
+            _HAS_FRESH_ROWS[file] = not states or any(s in (footer.FRESH, footer.MIXED) for s in states)
     return tuple(f for f in files if _HAS_FRESH_ROWS[f])

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .schema import EVENT_SCHEMA
+from .storage import footer
 
 Key = tuple[str, str, str]
 _KEY_COLUMNS = ["scope", "subject", "predicate"]
@@ -93,7 +94,7 @@ class _File:
 
 
 def _statistics(metadata: pq.FileMetaData) -> tuple[dict[str, _Bounds], np.ndarray]:
-    names = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    names = footer.column_places(metadata)
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     bounds = {}
     for name in _KEY_COLUMNS:
@@ -102,19 +103,8 @@ def _statistics(metadata: pq.FileMetaData) -> tuple[dict[str, _Bounds], np.ndarr
         lo = np.array([s.min if k else "" for s, k in zip(stats, known, strict=True)], dtype=np.str_)
         hi = np.array([s.max if k else "" for s, k in zip(stats, known, strict=True)], dtype=np.str_)
         bounds[name] = _Bounds(lo, hi, known)
-    ended = np.array([_all_ended(group, names) for group in groups], dtype=bool)
+    ended = np.array([state == footer.ENDED for state in footer.groups_folding(metadata)], dtype=bool)
     return bounds, ended
-
-
-def _all_ended(group: pq.RowGroupMetaData, names: dict[str, int]) -> bool:
-    """Whether the footer shows every row of the group folded (``folded`` all true) with its belief
-    end stored (``folded_until`` never NULL): no such row is a row of ``facts`` (revisions.sql)."""
-    if "folded" not in names or "folded_until" not in names:
-        return False
-    folded = group.column(names["folded"]).statistics
-    until = group.column(names["folded_until"]).statistics
-    return (folded is not None and folded.has_min_max and folded.null_count == 0 and folded.min is True
-            and until is not None and until.null_count == 0)
 
 
 def _dictionary_columns(metadata: pq.FileMetaData) -> list[str]:

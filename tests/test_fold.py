@@ -14,7 +14,7 @@ from analytics_helpers import PLAIN_REVISIONS, assert_previous_columns
 from conftest import ts
 
 import tempomem as tm
-from tempomem.storage import delta
+from tempomem.storage import delta, footer
 from tempomem.storage import folder as storage_module
 
 _PLAIN_REVISIONS = f"""
@@ -120,6 +120,25 @@ def test_fresh_rows_are_read_from_footers_or_counted_once_a_file(tmp_path) -> No
     assert known[files[2]] == (2, 3) and known[files[4]] == (2, 3)
     # files that left the table are forgotten
     assert delta.fresh_rows(files[:2], known) == (3, 5) and set(known) == set(files[:2])
+
+
+def test_a_footer_tells_each_groups_folding_or_leaves_it_open(tmp_path) -> None:
+    t = pa.scalar(1, pa.timestamp("us", "UTC"))
+    folded = [None, None, False, False, True, True, True, True, True, False, True, None]
+    until = [None, None, None, None, t, t, t, None, None, None, t, t]
+    table = pa.table({"folded": pa.array(folded, pa.bool_()),
+                      "folded_until": pa.array([None if u is None else u.value for u in until],
+                                               pa.timestamp("us", "UTC"))})
+    pq.write_table(table, tmp_path / "groups", row_group_size=2)
+    # two NULL, two false, folded with every end stored, folded with an end missing, mixed, a NULL
+    assert footer.groups_folding(pq.read_metadata(tmp_path / "groups")) == [
+        footer.FRESH, footer.FRESH, footer.ENDED, footer.FOLDED, footer.MIXED, footer.MIXED]
+    pq.write_table(table, tmp_path / "bare", row_group_size=6, write_statistics=False)
+    assert footer.groups_folding(pq.read_metadata(tmp_path / "bare")) == [footer.MIXED] * 2
+    pq.write_table(table.select(["folded"]).slice(4, 2), tmp_path / "no_until")
+    assert footer.groups_folding(pq.read_metadata(tmp_path / "no_until")) == [footer.FOLDED]
+    pq.write_table(pa.table({"subject": ["ada"]}), tmp_path / "no_folded")
+    assert footer.groups_folding(pq.read_metadata(tmp_path / "no_folded")) == [footer.FRESH]
 
 
 def test_a_fold_stores_the_believed_rows_first_each_part_in_key_order(mem: tm.Memory, clock) -> None:

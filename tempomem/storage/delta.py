@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, STATS_COLUMNS
+from . import footer
 from .writer import writer_properties
 
 T = TypeVar("T")
@@ -264,21 +265,11 @@ def _file_fresh_rows(path: str) -> tuple[int, int]:
     import pyarrow.parquet as pq
 
     meta = pq.read_metadata(path)
-    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-    if "folded" not in names:
-        return meta.num_rows, meta.num_rows
-    column = names.index("folded")
-    fresh = 0
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        stats = group.column(column).statistics
-        if stats is not None and stats.has_null_count and stats.null_count == group.num_rows:
-            fresh += group.num_rows  # all NULL: not folded
-        elif stats is not None and stats.has_min_max and stats.null_count == 0 and stats.min == stats.max:
-            fresh += 0 if stats.min else group.num_rows
-        else:  # mixed, or no statistics: count
-            folded = pq.ParquetFile(path, metadata=meta).read(columns=["folded"], use_threads=False)["folded"]
-            return meta.num_rows - pc.sum(pc.fill_null(folded, False).cast("int64")).as_py(), meta.num_rows
+    states = footer.groups_folding(meta)
+    if footer.MIXED in states:  # folded and fresh rows in one group, or no statistics: count
+        folded = pq.ParquetFile(path, metadata=meta).read(columns=["folded"], use_threads=False)["folded"]
+        return meta.num_rows - pc.sum(pc.fill_null(folded, False).cast("int64")).as_py(), meta.num_rows
+    fresh = sum(meta.row_group(g).num_rows for g, state in enumerate(states) if state == footer.FRESH)
     return fresh, meta.num_rows
 
 
