@@ -63,8 +63,9 @@ class _Bounds:
 
 class _File:
     """What is known about one data file: for a small one, the hashes of its keys and of its
-    subjects; for a large one, its row groups' key statistics and which hold no row of ``facts``.
-    The footer, and the file opened for reading, are kept from the first time they are needed."""
+    subjects; for a large one, its row groups' key statistics; for either, once a reader of
+    ``facts`` asks, which row groups hold no row of it. The footer, and the file opened for
+    reading, are kept from the first time they are needed."""
 
     def __init__(self, path: str, metadata: pq.FileMetaData | None, *, hashes: np.ndarray | None = None,
                  subjects: np.ndarray | None = None) -> None:
@@ -74,9 +75,8 @@ class _File:
         self.hashes = hashes  # a small file's key hashes, sorted; None: use the statistics
         self.subjects = subjects  # a small file's subject hashes, sorted
         self.bounds: dict[str, _Bounds] = {}  # per key column (a large file)
-        self.ended = np.zeros(0, dtype=bool)  # per row group (a large file): every row folded with its end stored
         if hashes is None:
-            self.bounds, self.ended = _statistics(self.metadata)
+            self.bounds = _statistics(self.metadata)
 
     @cached_property
     def metadata(self) -> pq.FileMetaData:
@@ -89,11 +89,19 @@ class _File:
         return pq.ParquetFile(self.path, metadata=self.metadata, pre_buffer=False,
                               read_dictionary=_dictionary_columns(self.metadata))
 
-    def groups(self) -> np.ndarray:
-        return np.arange(self.metadata.num_row_groups)
+    @cached_property
+    def ended(self) -> np.ndarray:
+        """Per row group: every row folded with its belief end stored, so none is a row of ``facts``."""
+        return np.array([state == footer.ENDED for state in footer.groups_folding(self.metadata)], dtype=bool)
+
+    def groups(self, may: np.ndarray | bool, facts_only: bool) -> np.ndarray:
+        """The row groups to read: those that ``may`` hold the rows sought (a flag per group, or
+        one for all), less, for a reader of ``facts`` alone, those that hold none of its rows."""
+        may = np.broadcast_to(may, self.metadata.num_row_groups)
+        return np.flatnonzero(may & ~self.ended if facts_only else may)
 
 
-def _statistics(metadata: pq.FileMetaData) -> tuple[dict[str, _Bounds], np.ndarray]:
+def _statistics(metadata: pq.FileMetaData) -> dict[str, _Bounds]:
     names = footer.column_places(metadata)
     groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
     bounds = {}
@@ -103,8 +111,7 @@ def _statistics(metadata: pq.FileMetaData) -> tuple[dict[str, _Bounds], np.ndarr
         lo = np.array([s.min if k else "" for s, k in zip(stats, known, strict=True)], dtype=np.str_)
         hi = np.array([s.max if k else "" for s, k in zip(stats, known, strict=True)], dtype=np.str_)
         bounds[name] = _Bounds(lo, hi, known)
-    ended = np.array([state == footer.ENDED for state in footer.groups_folding(metadata)], dtype=bool)
-    return bounds, ended
+    return bounds
 
 
 def _dictionary_columns(metadata: pq.FileMetaData) -> list[str]:
@@ -214,13 +221,13 @@ class KeyIndex:
         for entry in self._entries(files):
             if entry.hashes is not None:
                 wanted_hashes = _hashes(wanted) if wanted_hashes is None else wanted_hashes
-                groups = entry.groups() if _holds(entry.hashes, wanted_hashes) else []
+                groups = entry.groups(True, facts_only) if _holds(entry.hashes, wanted_hashes) else []
             else:
                 may = np.zeros(entry.metadata.num_row_groups, dtype=bool)
                 for key in keys:
                     may |= np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in zip(_KEY_COLUMNS, key,
                                                                                             strict=True)])
-                groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
+                groups = entry.groups(may, facts_only)
             for group in groups:
                 keys_read = self._groups.read(entry, group, _KEY_TUPLE)
                 parts.append(self._found(entry, group, _key_positions(keys_read, subjects, wanted), columns, keys_read))
@@ -244,10 +251,10 @@ class KeyIndex:
         for entry in self._entries(files):
             if entry.subjects is not None:
                 wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
-                groups = entry.groups() if _holds(entry.subjects, wanted) else []
+                groups = entry.groups(True, facts_only) if _holds(entry.subjects, wanted) else []
             else:
                 may = np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in given.items()])
-                groups = np.flatnonzero(may & ~entry.ended if facts_only else may)
+                groups = entry.groups(may, facts_only)
             for group in groups:
                 keys_read = self._groups.read(entry, group, _KEY_TUPLE)
                 found = np.logical_and.reduce([_equal(keys_read[c], v) for c, v in given.items()])

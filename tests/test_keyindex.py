@@ -81,10 +81,11 @@ def test_keys_that_read_alike_joined_are_told_apart(tmp_path, monkeypatch):
         assert sorted(index.rows([path], [other])["fact_id"].to_pylist()) == ["f1", "f2"]
 
 
-def test_facts_only_skips_the_groups_of_ended_revisions(tmp_path, monkeypatch):
+@pytest.mark.parametrize("hashed_rows", [0, 10_000])  # a large file (statistics) / a small one (hashes)
+def test_facts_only_skips_the_groups_of_ended_revisions(tmp_path, monkeypatch, hashed_rows):
     # a fold's layout, in groups of two rows: the revisions still believed, then those whose
     # belief ended (folded_until stored); a key's latest revisions are all in the first
-    monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", 0)
+    monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", hashed_rows)
     ended_at = datetime(2025, 3, 1, tzinfo=UTC)
     key = {"scope": "default", "subject": "s", "predicate": "p"}
     rows = [dict(_ROW, **key, fact_id="f1", object="new", revision=2, status="live", folded=True),
@@ -103,6 +104,8 @@ def test_facts_only_skips_the_groups_of_ended_revisions(tmp_path, monkeypatch):
 
     assert revisions(both) == [("f1", 1), ("f1", 2), ("f2", 0), ("f2", 1)]
     assert revisions(believed) == [("f1", 2), ("f2", 1)]
+    assert revisions(index.subject_rows([path], "s", facts_only=True)) == [("f1", 2), ("f2", 1)]
+    assert revisions(index.subject_rows([path], "s")) == revisions(both)
     # what the write path keeps of them is the same: f1's latest revision (f2's is retracted)
     assert latest_believed(believed)["object"].to_pylist() == latest_believed(both)["object"].to_pylist() == ["new"]
 
