@@ -7,6 +7,7 @@ fixed SQL fragments with bound parameters, never caller text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .connection import sql_parts
+from .connection import quote, sql_parts
+from .errors import TempomemError
+from .schema import FACT_COLUMNS
 from .states import from_rows
 
 #: The named parts of queries.sql (check, diff and export): ``{name: text}``.
@@ -30,6 +33,8 @@ _KEY_FILTERS = {
     "trusted_min_confidence": "confidence >= $trusted_min_confidence",
 }
 _KEY_ORDER = "ORDER BY scope, subject, predicate, valid_from NULLS FIRST, fact_id"
+#: The columns of a frame of revisions (as_believed): a fact's, its revision and belief end.
+_REVISION_COLUMNS = [*FACT_COLUMNS, "revision", "believed_until"]
 
 
 def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
@@ -39,25 +44,45 @@ def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | N
 
 
 def filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
-             keys: dict[str, str | None], order: str = _KEY_ORDER) -> pl.DataFrame:
-    """The rows of ``source`` (a macro call written in code, its values bound from ``params``)
-    whose key columns equal the given ``keys`` (``None``: any), in ``order``; the query forms
-    and :mod:`tempomem.sequenced` share it."""
+             keys: dict[str, str | None], order: str = _KEY_ORDER, select: str = "*") -> pl.DataFrame:
+    """The ``select`` columns of the rows of ``source`` (a macro call written in code, its values
+    bound from ``params``) whose key columns equal the given ``keys`` (``None``: any), in
+    ``order``; the query forms and :mod:`tempomem.sequenced` share it."""
     given = {k: v for k, v in keys.items() if v is not None}
     where = " AND ".join(_KEY_FILTERS[k] for k in given) or "true"
-    return frame(con, f"SELECT * FROM {source} WHERE {where} {order}", {**params, **given})
+    return frame(con, f"SELECT {select} FROM {source} WHERE {where} {order}", {**params, **given})
 
 
-def as_of(con: duckdb.DuckDBPyConnection, valid_at: datetime, **keys: str | None) -> pl.DataFrame:
-    """Facts true at ``valid_at`` as best we know now (macro ``as_of``)."""
-    return filtered(con, "as_of($valid_at)", {"valid_at": valid_at}, keys)
+def projection(columns: Sequence[str] | None, available: Sequence[str]) -> str:
+    """The select list of a frame of the named ``columns`` of ``available`` (all: ``None``).
+    DuckDB then decodes only those columns and the ones the query filters and sorts on."""
+    if columns is None:
+        return "*"
+    if isinstance(columns, str) or not isinstance(columns, Sequence) or not columns:
+        raise TempomemError(f"columns: expected a non-empty list of column names, got {columns!r}")
+    for name in columns:
+        if name not in available:
+            raise TempomemError(f"columns: no column {name!r}; the frame's columns are {', '.join(available)}")
+    if len(set(columns)) < len(columns):
+        twice = next(c for c in columns if columns.count(c) > 1)
+        raise TempomemError(f"columns: {twice!r} is named twice")
+    return ", ".join(quote(c) for c in columns)
 
 
-def as_believed(con: duckdb.DuckDBPyConnection, valid_at: datetime, believed_at: datetime,
-                **keys: str | None) -> pl.DataFrame:
-    """Revisions believed at ``believed_at`` about ``valid_at`` (macro ``as_believed``)."""
+def as_of(con: duckdb.DuckDBPyConnection, valid_at: datetime, *, columns: Sequence[str] | None = None,
+          **keys: str | None) -> pl.DataFrame:
+    """Facts true at ``valid_at`` as best we know now (macro ``as_of``), their ``columns``."""
+    return filtered(con, "as_of($valid_at)", {"valid_at": valid_at}, keys,
+                    select=projection(columns, FACT_COLUMNS))
+
+
+def as_believed(con: duckdb.DuckDBPyConnection, valid_at: datetime, believed_at: datetime, *,
+                columns: Sequence[str] | None = None, **keys: str | None) -> pl.DataFrame:
+    """Revisions believed at ``believed_at`` about ``valid_at`` (macro ``as_believed``), their
+    ``columns``."""
     return filtered(con, "as_believed($valid_at, $believed_at)",
-                     {"valid_at": valid_at, "believed_at": believed_at}, keys)
+                    {"valid_at": valid_at, "believed_at": believed_at}, keys,
+                    select=projection(columns, _REVISION_COLUMNS))
 
 
 def history(con: duckdb.DuckDBPyConnection, subject: str, predicate: str | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,8 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     if not Storage.exists(path):
         if not create:
             raise TempomemError(f"path: no tempomem store at {path}; pass create=True to make one")
-        Storage.create(path, {
-            "schema_version": SCHEMA_VERSION,
-            "policy": policy or "last_write_wins",
-            "predicates": {},
-            "salt": secrets.token_hex(16),
-        })
+        Storage.create(path, {"schema_version": SCHEMA_VERSION, "policy": policy or "last_write_wins",
+                              "predicates": {}, "salt": secrets.token_hex(16)})
     storage = Storage(path)
     stored = storage.read_settings()
     if stored.get("schema_version") != SCHEMA_VERSION:
@@ -140,12 +136,13 @@ class Memory:
         return self._engine.now()
 
     def current(self, subject: str | None = None, predicate: str | None = None, *,
-                scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
+                scope: str | None = None, trusted: Any = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """Facts valid now and believed now (future-dated facts are not current).
 
         ``trusted`` (here and in :meth:`as_of`, :meth:`as_believed`) serves only facts meeting a
         source/confidence policy: ``{"sources": ["tool_verified"], "min_confidence": 0.9}``,
-        or a list of sources (see :mod:`tempomem.trust`).
+        or a list of sources (see :mod:`tempomem.trust`). ``columns`` (the same three) gives those
+        columns only, in order: a snapshot decodes no other (but those its filters and order read).
 
         >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
         >>> _ = mem.assert_fact("checkout-api", "region", "eu-west-1", valid_from="2099-01-01")
@@ -153,24 +150,26 @@ class Memory:
         [('instance_type', 'm5.xlarge')]
         """
         return self.reader.read_subject(subject, scope, predicate, True, queries.as_of, self.now(), subject=subject,
-                                        predicate=predicate, scope=scope, **trust_filters(trusted))
+                                        predicate=predicate, scope=scope, columns=columns, **trust_filters(trusted))
 
     def as_of(self, valid_at: TimeLike, subject: str | None = None, predicate: str | None = None, *,
-              scope: str | None = None, trusted: Any = None) -> pl.DataFrame:
+              scope: str | None = None, trusted: Any = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """What was true at ``valid_at``, as best we know today.
 
         >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.large", valid_from="2026-03-01")
         >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
         >>> mem.as_of("2026-03-05", "checkout-api")["object"].to_list()
         ['m5.large']
+        >>> mem.as_of("2026-03-05", columns=["subject", "object"]).rows()
+        [('checkout-api', 'm5.large')]
         """
         valid_at = to_utc(valid_at, field="valid_at")
         return self.reader.read_subject(subject, scope, predicate, True, queries.as_of, valid_at, subject=subject,
-                                        predicate=predicate, scope=scope, **trust_filters(trusted))
+                                        predicate=predicate, scope=scope, columns=columns, **trust_filters(trusted))
 
     def as_believed(self, valid_at: TimeLike, believed_at: TimeLike, subject: str | None = None,
                     predicate: str | None = None, *, scope: str | None = None,
-                    trusted: Any = None) -> pl.DataFrame:
+                    trusted: Any = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """What the memory believed at ``believed_at`` about ``valid_at`` (one row per revision).
 
         >>> _ = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")
@@ -181,7 +180,8 @@ class Memory:
         """
         return self.reader.read_subject(subject, scope, predicate, False, queries.as_believed,
                                         to_utc(valid_at, field="valid_at"), to_utc(believed_at, field="believed_at"),
-                                        subject=subject, predicate=predicate, scope=scope, **trust_filters(trusted))
+                                        subject=subject, predicate=predicate, scope=scope, columns=columns,
+                                        **trust_filters(trusted))
 
     def history(self, subject: str, predicate: str | None = None, *, scope: str | None = None,
                 revisions: bool = False) -> pl.DataFrame:

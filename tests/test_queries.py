@@ -143,6 +143,34 @@ def test_frames_have_the_facts_columns(mem, moved):
     assert str(mem.as_of("2025-01").schema["valid_from"]) == "Datetime(time_unit='us', time_zone='UTC')"
 
 
+def test_columns_names_the_frames_columns_and_changes_no_answer(mem, moved, clock):
+    clock.set("2026-09-02")
+    mem.assert_fact("bob", "city", "Oslo", valid_from="2020")
+    mem.assert_fact("ada", "pet", "cat", valid_from="2020")
+    for subject in (None, "ada"):  # a snapshot (DuckDB over the files) and a point read
+        picked = mem.as_of("2025-01", subject, columns=["object", "subject", "valid_from"])
+        assert picked.columns == ["object", "subject", "valid_from"]
+        assert picked.equals(mem.as_of("2025-01", subject).select("object", "subject", "valid_from"))
+        believed = mem.as_believed("2025-01", "2025-06", subject, columns=["revision", "object"])
+        assert believed.equals(mem.as_believed("2025-01", "2025-06", subject).select("revision", "object"))
+    # in the key order, as without columns
+    assert mem.as_of("2025-01", columns=["object"])["object"].to_list() == ["Berlin", "cat", "Oslo"]
+    assert mem.as_believed("2025-01", "2025-06", columns=["object"])["object"].to_list() == ["Helsinki"]
+    assert mem.current("ada", "city", columns=["fact_id"])["fact_id"].to_list() == [moved[1].fact_id]
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    (["object", "colour"], "columns: no column 'colour'"),
+    (["believed_until"], "columns: no column 'believed_until'"),    # a revision's, not a fact's
+    ("object", "columns: expected a non-empty list of column names, got 'object'"),
+    ([], "columns: expected a non-empty list"),
+    (["object", "object"], "columns: 'object' is named twice"),
+])
+def test_bad_columns_raise_naming_the_column(mem, moved, columns, message):
+    with pytest.raises(tm.TempomemError, match=message):
+        mem.as_of("2025-01", columns=columns)
+
+
 def test_sql_views_and_macros(mem, moved):
     rows = mem.sql("SELECT object FROM as_of($t) WHERE subject = $s", {"t": "2025-01-01", "s": "ada"}).fetchall()
     assert rows == [("Berlin",)]
