@@ -113,6 +113,19 @@ def _same_with_and_without_point_reads(mem: tm.Memory, clock, rng: random.Random
         assert_frame_equal(fast, whole)
 
 
+def _columns_change_no_answer(mem: tm.Memory, clock, rng: random.Random) -> None:
+    """``columns=`` gives the full frame's columns it names, in that order, on both read paths."""
+    for point_reads in (True, False):
+        mem.reader.point_reads = point_reads
+        s, t, b = rng.choice([*SUBJECTS, None]), _instant(rng, clock), _instant(rng, clock)
+        picked = rng.sample(tm.schema.FACT_COLUMNS, rng.randrange(1, 5))
+        assert_frame_equal(mem.as_of(t, s, columns=picked), mem.as_of(t, s).select(picked))
+        assert_frame_equal(mem.current(s, columns=picked), mem.current(s).select(picked))
+        picked = [*picked, "believed_until"]
+        assert_frame_equal(mem.as_believed(t, b, s, columns=picked), mem.as_believed(t, b, s).select(picked))
+    mem.reader.point_reads = True
+
+
 _VIEW_QUERIES = [
     "SELECT * FROM facts ORDER BY fact_id",
     "SELECT * FROM revisions ORDER BY fact_id, revision",
@@ -153,10 +166,12 @@ def test_point_reads_and_folded_views_never_change_an_answer(store_path, clock, 
         _step(mem, clock, rng)
         if step % 5 == 4:
             _same_with_and_without_point_reads(mem, clock, rng)
+            _columns_change_no_answer(mem, clock, rng)
             _folded_views_answer_as_revisions_sql(mem, clock, rng)
     with mem._engine.exclusive():
         mem._storage.fold()
     _same_with_and_without_point_reads(mem, clock, rng)
+    _columns_change_no_answer(mem, clock, rng)
     _folded_views_answer_as_revisions_sql(mem, clock, rng, folded=True)
     # the point reads above went through row groups kept decoded across the commits (keyindex._Groups)
     assert mem.reader._points._index._groups._kept
