@@ -6,7 +6,6 @@ import re
 from importlib import resources
 
 import duckdb
-import pyarrow.parquet as pq
 
 from .schema import EVENT_SCHEMA
 from .storage import footer
@@ -110,6 +109,6 @@ def _files_with_fresh_rows(files: tuple[str, ...]) -> tuple[str, ...]:
     the statistics leave open counts as fresh)."""
     for file in files:
         if file not in _HAS_FRESH_ROWS:
-            states = footer.groups_folding(pq.read_metadata(file))
+            states = footer.groups_folding(footer.metadata(file))
             _HAS_FRESH_ROWS[file] = not states or any(s in (footer.FRESH, footer.MIXED) for s in states)
     return tuple(f for f in files if _HAS_FRESH_ROWS[f])

@@ -80,7 +80,7 @@ class _File:
 
     @cached_property
     def metadata(self) -> pq.FileMetaData:
-        return pq.read_metadata(self.path)
+        return footer.metadata(self.path)
 
     @cached_property
     def source(self) -> pq.ParquetFile:
@@ -287,7 +287,7 @@ class KeyIndex:
             yield self._files.get(path) or self._index(path)
 
     def _index(self, path: str) -> _File:
-        metadata = pq.read_metadata(path)
+        metadata = footer.metadata(path)
         if metadata.num_rows > _HASHED_FILE_ROWS:
             entry = self._files[path] = _File(path, metadata)
         else:

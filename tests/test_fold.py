@@ -141,6 +141,22 @@ def test_a_footer_tells_each_groups_folding_or_leaves_it_open(tmp_path) -> None:
     assert footer.groups_folding(pq.read_metadata(tmp_path / "no_folded")) == [footer.FRESH]
 
 
+def test_a_files_footer_is_read_once_by_all_its_readers(store_path, clock, monkeypatch) -> None:
+    clock.set("2026-01-01")
+    tm.open(store_path, create=True, clock=clock).assert_many(
+        [{"subject": s, "predicate": "city", "object": "Oslo", "valid_from": "2020"} for s in ("ada", "bob")])
+    reads: list[str] = []
+    read_metadata = pq.read_metadata
+    monkeypatch.setattr(pq, "read_metadata", lambda path: reads.append(path) or read_metadata(path))
+    monkeypatch.setattr(tm.connection, "_HAS_FRESH_ROWS", {})
+    footer._read.cache_clear()
+    mem = tm.open(store_path, clock=clock)                   # as a new process would
+    assert mem.as_of("2025-01")["subject"].to_list() == ["ada", "bob"]   # the connection binds the file
+    assert mem.as_of("2025-01", "bob")["object"].to_list() == ["Oslo"]  # the key index finds bob in it
+    assert delta.fresh_rows(mem._storage.snapshot().files, {}) == (2, 2)  # a compaction counts it
+    assert reads == list(mem._storage.snapshot().files)
+
+
 def test_a_fold_stores_the_believed_rows_first_each_part_in_key_order(mem: tm.Memory, clock) -> None:
     clock.set("2026-01-01")
     mem.assert_fact("bob", "city", "Oslo", valid_from="2020")

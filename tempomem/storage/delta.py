@@ -178,10 +178,9 @@ def parquet_stats(path: str | os.PathLike[str]) -> str:
     row groups lack statistics, or whose maximum no millisecond bounds, is left out of
     min/max (readers then never skip on it).
     """
-    import pyarrow.parquet as pq
 
-    meta = pq.ParquetFile(path).metadata
-    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    meta = footer.metadata(path)
+    index = footer.column_places(meta)
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, int] = {}
@@ -264,7 +263,7 @@ def _file_fresh_rows(path: str) -> tuple[int, int]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    meta = pq.read_metadata(path)
+    meta = footer.metadata(path)
     states = footer.groups_folding(meta)
     if footer.MIXED in states:  # folded and fresh rows in one group, or no statistics: count
         folded = pq.ParquetFile(path, metadata=meta).read(columns=["folded"], use_threads=False)["folded"]

@@ -11,7 +11,9 @@ they share; a group the statistics leave open is ``MIXED``, which each reader tr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from functools import lru_cache
 
 import pyarrow.parquet as pq
 
@@ -23,6 +25,19 @@ FOLDED = "folded"
 ENDED = "ended"
 #: The statistics do not tell (folded and fresh rows together, or no statistics).
 MIXED = "mixed"
+
+
+@lru_cache(maxsize=512)
+def _read(path: str) -> pq.FileMetaData:
+    return pq.read_metadata(path)
+
+
+def metadata(path: str | os.PathLike[str]) -> pq.FileMetaData:
+    """A data file's footer, read once in a process: a data file never changes once written, and
+    its name (a new UUID) is never used again. The commit that adds a file, the connection that
+    binds it and the key index that finds rows in it all ask for the same footer; a large fold
+    file's (900 row groups) takes ~40 ms to parse."""
+    return _read(os.fspath(path))
 
 
 def group_folding(group: pq.RowGroupMetaData, columns: Mapping[str, int]) -> str:

@@ -96,7 +96,6 @@ class BackgroundWriter:
             raise self._error
 
 
-
 class FoldParts:
     """A fold's two parts (``folder.py``) written as two Parquet files, each by a
     :class:`BackgroundWriter`: the revisions folded with their belief end, which are no longer
