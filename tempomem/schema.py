@@ -9,9 +9,10 @@ columns and ``revision``, a stored row carries the few columns of the revision i
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -146,16 +147,11 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
     for name in _FACT_FIELD_NAMES:
         column = frame.get_column(name)
         if name in _FACT_TIME_FIELDS:
-            # Polars hands out naive datetimes several times faster than Arrow hands out aware
-            # ones, and a batch's times repeat (one commit, one ingestion), so each distinct one
-            # is made aware once
-            aware: dict[datetime, datetime] = {}
-            columns.append([None if v is None else aware.get(v) or aware.setdefault(v, v.replace(tzinfo=UTC))
-                            for v in column.dt.replace_time_zone(None).to_list()])
+            columns.append(_instants(column))
         elif name == "artifacts":
-            columns.append([tuple(v or ()) for v in column.to_list()])
+            columns.append(_tuples(column, empty=()))
         elif name == "embedding":
-            columns.append([None if v is None else tuple(v) for v in column.to_list()])
+            columns.append(_tuples(column, empty=None))
         else:
             columns.append(column.to_list())
     # Filled a dict at a time, not through Fact(): a frozen dataclass's __init__ sets each of
@@ -166,3 +162,26 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
         fact.__dict__.update(zip(_FACT_FIELD_NAMES, values, strict=True))
         facts.append(fact)
     return facts
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _instants(column: pl.Series) -> list[datetime | None]:
+    """A time column as aware UTC datetimes. A batch's times repeat (one commit, one
+    ingestion, a few starts), so each distinct instant is made once and the rows take theirs
+    by rank: at 100k rows a third of the cost of making one per row."""
+    micros = column.dt.epoch("us")
+    distinct = micros.unique().drop_nulls().sort().to_list()
+    made = np.array([None, *(_EPOCH + timedelta(microseconds=us) for us in distinct)], dtype=object)
+    return made[micros.rank("dense").fill_null(0).cast(pl.Int64).to_numpy()].tolist()
+
+
+def _tuples(column: pl.Series, empty: tuple[()] | None) -> list[Any]:
+    """A list column as tuples; a null or empty list is ``empty``. Most facts have no artifacts
+    and no embedding: only the other rows' lists are converted."""
+    values: list[Any] = [empty] * len(column)
+    given = column.list.len().fill_null(0) > 0 if empty == () else column.is_not_null()
+    for i, value in zip(given.arg_true().to_list(), column.filter(given).to_list(), strict=True):
+        values[i] = tuple(value)
+    return values

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import polars as pl
 import pytest
@@ -271,16 +271,22 @@ def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
         {"subject": "k", "predicate": "p", "object": "a", "valid_from": "2025-01-01"},
         {"subject": "k", "predicate": "p", "object": "b", "valid_from": "2025-03-01"},
         {"subject": "k", "predicate": "p", "object": "a", "valid_from": "2025-02-01", "artifact": "msg"},
+        {"subject": "e", "predicate": "p", "object": "x", "valid_from": "1960-05-01", "valid_to": "1960-06-01",
+         "embedding": [0.5, 0.25]},
     ])
-    assert [f.object for f in facts] == ["a", "b", "a"]
+    assert [f.object for f in facts] == ["a", "b", "a", "x"]
     assert facts[2].fact_id == facts[0].fact_id  # a duplicate of the first
     assert facts[2].artifacts == ("msg",)
     assert (facts[2].valid_to, facts[2].status) == (ts("2025-03-01"), "superseded")
+    assert (facts[0].embedding, facts[3].artifacts, facts[3].embedding) == (None, (), (0.5, 0.25))
+    assert (facts[3].valid_from, facts[3].valid_to) == (ts("1960-05-01"), ts("1960-06-01"))  # before 1970
+    assert {f.recorded_at for f in facts} == {ts("2026-02-01")}
+    assert all(getattr(f, n).tzinfo is UTC for f in facts for n in ("recorded_at", "ingested_at", "valid_from"))
     history = mem.history("k", revisions=True)
     assert history.height == 2  # one revision each: within one commit only the final state is a belief
     assert history["status"].to_list() == ["superseded", "live"]
     # the batch's facts are built without Fact(): still ordinary frozen Facts, equal to those read back
-    assert [mem.get(f.fact_id) for f in facts] == facts and len(set(facts)) == 2
+    assert [mem.get(f.fact_id) for f in facts] == facts and len(set(facts)) == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         facts[0].object = "c"
 
