@@ -33,6 +33,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +180,19 @@ def _bare_append(folder: str, count: int) -> dict[str, float]:
     return {"call": time.perf_counter() - started}
 
 
+@contextmanager
+def _copy_of(built: str) -> Iterator[str]:
+    """An untimed copy of the store ``built`` for one run, removed after it. A run commits: the
+    next would otherwise meet a store it changed (its keys' states, more small files and the
+    compactions they bring)."""
+    store = built + "-run"
+    shutil.copytree(built, store)
+    try:
+        yield store
+    finally:
+        shutil.rmtree(store)
+
+
 def many(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-writes-store-") as root:
         built = os.path.join(root, "built")
@@ -185,14 +200,10 @@ def many(args: argparse.Namespace) -> None:
         print(f"store: {args.store:,} log rows, {_shape(args)}; assert_many of {args.count:,} rows "
               "(half on existing keys), each run on its own copy of the built store")
         runs, floor = [], []
-        for i in range(args.runs):
-            # A run commits its rows: the next would otherwise meet a store one batch larger,
-            # its keys' states already changed. Copied untimed; the baseline appends to the copy.
-            store = os.path.join(root, f"run-{i}")
-            shutil.copytree(built, store)
-            runs.append(_timed("many", store, keys, args.count))
-            floor.append(_timed("bare", store, args.count))
-            shutil.rmtree(store)
+        for _ in range(args.runs):
+            with _copy_of(built) as store:  # the baseline appends to the same copy, after the batch
+                runs.append(_timed("many", store, keys, args.count))
+                floor.append(_timed("bare", store, args.count))
         m, f = _median(runs, "call"), _median(floor, "call")
         print(f"assert_many: {m:.2f} s (runs {_runs(runs, 'call')}); bare Delta append of "
               f"as many rows: {f:.2f} s; {m / f:.1f}x")
@@ -217,9 +228,13 @@ def _bare_latency(folder: str, calls: int) -> dict[str, float]:
 
 
 def fact(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="bench-writes-store-") as folder:
-        keys = _build_store(folder, args.store, args.as_given)
-        runs = [_timed("fact", folder, keys, args.calls) for _ in range(args.runs)]
+    with tempfile.TemporaryDirectory(prefix="bench-writes-store-") as root:
+        built = os.path.join(root, "built")
+        keys = _build_store(built, args.store, args.as_given)
+        runs = []
+        for _ in range(args.runs):
+            with _copy_of(built) as store:
+                runs.append(_timed("fact", store, keys, args.calls))
         with tempfile.TemporaryDirectory(prefix="bench-writes-bare-") as bare:
             tm.open(bare, create=True)
             floor = [_timed("bare_latency", bare, args.calls) for _ in range(args.runs)]

@@ -123,7 +123,8 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
         "SELECT count(fact_id) > count(DISTINCT fact_id) FROM _bf_rows").fetchall()[0][0]
     nulls = [name for name in absent if name not in _RECOMPUTED]
     con.execute(_SQL["absent"], {"absent": nulls})
-    for part in ("key_range", "common", _IDS[has_fact_id], _FACTS[shared]):
+    con.execute(KEY_RANGE_MACRO)
+    for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
         con.execute(_SQL[part])
     written = 0
     changes = ValueChanges()
