@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from analytics_helpers import assert_previous_columns
-from conftest import ts
+from conftest import HEAVY, ts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -912,3 +912,71 @@ def test_a_folds_two_parts_are_written_in_whole_row_groups_whatever_the_batches(
     with storage_writer.FoldParts(tmp_path / "none.parquet", tmp_path / "all.parquet") as parts:
         parts.write(rows.filter(pc.is_null(rows["folded_until"])).to_batches()[0])
     assert parts.files == [tmp_path / "all.parquet"] and not (tmp_path / "none.parquet").exists()
+
+
+# The overlap test's definition (check()'s rule): every two revisions of a key, paired.
+_PAIRED_OVERLAPS = """
+SELECT DISTINCT a.i FROM _bf_part_revs AS a JOIN _bf_part_revs AS b
+  ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
+ AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+ AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
+ AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)"""
+
+
+def _candidate_revisions(draw) -> list[dict]:
+    day = st.one_of(st.none(), st.integers(0, 8))
+    out = []
+    for i in range(draw(st.integers(0, 14))):
+        key, recorded = draw(st.integers(0, 2)), draw(st.integers(0, 8))
+        until = draw(st.one_of(st.none(), st.integers(recorded, 9)))  # bounded belief, empty at recorded
+        # only a fact's latest revision is open: a bounded one may share its fact id with others
+        fact = f"open{i}" if until is None else f"f{draw(st.integers(0, 6))}"
+        out.append({"i": i, "kh": key % 2, "scope": "s", "subject": f"k{key}", "predicate": "p",
+                    "fact_id": fact, "object": draw(st.sampled_from(["a", "b", "c", None])),
+                    "valid_from": draw(day), "valid_to": draw(day), "recorded_at": recorded, "believed_until": until})
+    return out
+
+
+@settings(max_examples=500 if HEAVY else 100, deadline=None)
+@given(st.data())
+def test_counted_overlaps_find_the_revisions_pairing_finds(data) -> None:
+    """The overlap flag counts the open revisions' overlaps instead of pairing them (a busy key's
+    pairs grow with its revisions squared): it finds exactly the revisions that pairing every two
+    revisions of a key finds, on random revisions: empty and unbounded intervals, ties, open and
+    bounded belief, NULL objects, a fact's revisions, keys of one hash (`kh`)."""
+    revisions = data.draw(st.composite(_candidate_revisions)())
+    day = datetime(2025, 1, 1, tzinfo=UTC)
+    as_time = {n: pa.array([None if r[n] is None else day + timedelta(days=r[n]) for r in revisions],
+                           pa.timestamp("us", tz="UTC"))
+               for n in ("valid_from", "valid_to", "recorded_at", "believed_until")}
+    table = pa.table({"i": pa.array([r["i"] for r in revisions], pa.int64()),
+                      "kh": pa.array([r["kh"] for r in revisions], pa.uint64()),
+                      **{n: pa.array([r[n] for r in revisions], pa.string())
+                         for n in ("scope", "subject", "predicate", "fact_id", "object")}, **as_time})
+    con = duckdb.connect()
+    con.execute(tm.connection.sql_parts("macros.sql")["intervals"])
+    con.register("_bf_candidate_revs", table)
+    con.execute("CREATE TEMP TABLE _bf_overlapping (i BIGINT)")
+    sql = tm.connection.sql_parts("backfill_flags.sql")
+    # every key busy (all counted), none (all paired), or some of each
+    busy_from = data.draw(st.sampled_from([0, 3, 100]))
+    con.execute(sql["part_revs"], {"parts": 1, "part": 0, "busy_from": busy_from})
+    for statement in ("overlap", "overlap_open", "overlap_bounded"):
+        con.execute(sql[statement])
+    found = sorted(i for (i,) in con.sql("SELECT DISTINCT i FROM _bf_overlapping").fetchall())
+    assert found == sorted(i for (i,) in con.sql(_PAIRED_OVERLAPS).fetchall())
+
+
+def test_a_key_of_many_open_overlapping_revisions_is_flagged_whole(tmp_path: Path) -> None:
+    """A single-valued key of 30,000 rows, each open-ended from its own start, five values in
+    turn: every row overlaps the next one's value. Pairing them was 450M pairs; counted, the
+    load flags all of them (and a second key, whose values follow each other, none)."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    n = 30_000
+    busy = pl.DataFrame({"subject": "svc", "predicate": "p", "object": [f"v{i % 5}" for i in range(n)],
+                         "valid_from": [start + timedelta(minutes=i) for i in range(n)],
+                         "recorded_at": [start + timedelta(minutes=i, seconds=5) for i in range(n)]})
+    calm = busy.head(1000).with_columns(subject=pl.lit("db"), valid_to=pl.col("valid_from") + timedelta(minutes=1))
+    report = tm.open(tmp_path / "s", create=True).backfill(pl.concat([busy, calm], how="diagonal"))
+    assert report.loaded == n + 1000
+    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", n, 0)]

@@ -22,6 +22,9 @@ SHARED_SHARE = 0.2
 SHARED_MIN_ROWS = 100
 #: Candidate revisions one pass of the overlap test pairs (see with_overlaps).
 _OVERLAP_ROWS = 1_000_000
+#: A key with more candidate revisions than this has its open revisions' overlaps counted, not
+#: paired (backfill_flags.sql, part_revs): its pairs would grow with its revisions squared.
+_BUSY_FROM = 64
 _SQL = sql_parts("backfill_flags.sql")
 
 
@@ -64,8 +67,9 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
         revisions = con.sql("SELECT count(*) FROM _bf_candidate_revs").fetchall()[0][0]
         parts = max(1, -(-revisions // _OVERLAP_ROWS))
         for part in range(parts):
-            con.execute(_SQL["part_revs"], {"parts": parts, "part": part})
-            con.execute(_SQL["overlap"])
+            con.execute(_SQL["part_revs"], {"parts": parts, "part": part, "busy_from": _BUSY_FROM})
+            for statement in ("overlap", "overlap_open", "overlap_bounded"):
+                con.execute(_SQL[statement])
         n, example = con.sql(_SQL["overlap_rows"]).fetchall()[0]
     finally:
         for table in tables:
