@@ -924,16 +924,19 @@ SELECT DISTINCT a.i FROM _bf_part_revs AS a JOIN _bf_part_revs AS b
 
 
 def _candidate_revisions(draw) -> list[dict]:
+    """Facts of three keys (two sharing a key hash), each a chain of revisions in belief time as
+    a load writes them: each revision believed until the next one's recorded_at, the last open
+    (or bounded, as a row retracted later leaves it: its retraction is no candidate)."""
     day = st.one_of(st.none(), st.integers(0, 8))
-    out = []
-    for i in range(draw(st.integers(0, 14))):
-        key, recorded = draw(st.integers(0, 2)), draw(st.integers(0, 8))
-        until = draw(st.one_of(st.none(), st.integers(recorded, 9)))  # bounded belief, empty at recorded
-        # only a fact's latest revision is open: a bounded one may share its fact id with others
-        fact = f"open{i}" if until is None else f"f{draw(st.integers(0, 6))}"
-        out.append({"i": i, "kh": key % 2, "scope": "s", "subject": f"k{key}", "predicate": "p",
-                    "fact_id": fact, "object": draw(st.sampled_from(["a", "b", "c", None])),
-                    "valid_from": draw(day), "valid_to": draw(day), "recorded_at": recorded, "believed_until": until})
+    out: list[dict] = []
+    for fact in range(draw(st.integers(0, 8))):
+        key, value = draw(st.integers(0, 2)), draw(st.sampled_from(["a", "b", "c", None]))
+        times = sorted(draw(st.sets(st.integers(0, 9), min_size=1, max_size=3)))
+        ends = [*times[1:], draw(st.one_of(st.none(), st.integers(times[-1], 10)))]  # empty at recorded_at too
+        for recorded, until in zip(times, ends, strict=True):
+            out.append({"i": len(out), "kh": key % 2, "scope": "s", "subject": f"k{key}", "predicate": "p",
+                        "fact_id": f"f{fact}", "object": value, "valid_from": draw(day), "valid_to": draw(day),
+                        "recorded_at": recorded, "believed_until": until})
     return out
 
 
@@ -957,12 +960,8 @@ def test_counted_overlaps_find_the_revisions_pairing_finds(data) -> None:
     con.execute(tm.connection.sql_parts("macros.sql")["intervals"])
     con.register("_bf_candidate_revs", table)
     con.execute("CREATE TEMP TABLE _bf_overlapping (i BIGINT)")
-    sql = tm.connection.sql_parts("backfill_flags.sql")
     # every key busy (all counted), none (all paired), or some of each
-    busy_from = data.draw(st.sampled_from([0, 3, 100]))
-    con.execute(sql["part_revs"], {"parts": 1, "part": 0, "busy_from": busy_from})
-    for statement in ("overlap", "overlap_open", "overlap_bounded"):
-        con.execute(sql[statement])
+    backfill_flags.overlaps_of_part(con, parts=1, part=0, busy_from=data.draw(st.sampled_from([0, 3, 100])))
     found = sorted(i for (i,) in con.sql("SELECT DISTINCT i FROM _bf_overlapping").fetchall())
     assert found == sorted(i for (i,) in con.sql(_PAIRED_OVERLAPS).fetchall())
 
@@ -980,3 +979,29 @@ def test_a_key_of_many_open_overlapping_revisions_is_flagged_whole(tmp_path: Pat
     report = tm.open(tmp_path / "s", create=True).backfill(pl.concat([busy, calm], how="diagonal"))
     assert report.loaded == n + 1000
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", n, 0)]
+
+
+@pytest.mark.parametrize("busy_from", [64, 10**9])
+def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path, monkeypatch, busy_from) -> None:
+    """200 facts of one key, each two rows of one fact id: open-ended from day j, then closed at
+    day j+1 when the next fact starts (the chain never overlaps). Then x, recorded late, holds
+    another value inside fact 50's period; and y's two revisions meet fact 100's while its first
+    revision is still believed. Hand-checked: fact 50's second row and x; fact 100's two rows
+    and y's two: 6 rows, the first row 101. Counted (a busy key) or paired, the same."""
+    monkeypatch.setattr(backfill_flags, "_BUSY_FROM", busy_from)
+    day = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def at(days: float) -> datetime:
+        return day + timedelta(days=days)
+
+    rows = []
+    for j in range(200):
+        rows.append(row("svc", f"v{j % 2}", recorded_at=at(j), valid_from=at(j), fact_id=f"f{j}"))
+        rows.append(row("svc", f"v{j % 2}", recorded_at=at(j + 1), valid_from=at(j), valid_to=at(j + 1),
+                        fact_id=f"f{j}"))
+    rows.append(row("svc", "other", recorded_at=at(300), valid_from=at(50.5), valid_to=at(50.7), fact_id="x"))
+    rows.append(row("svc", "other2", recorded_at=at(100.5), valid_from=at(100.2), fact_id="y"))
+    rows.append(row("svc", "other2", recorded_at=at(100.7), valid_from=at(100.2), valid_to=at(100.3), fact_id="y"))
+    report = tm.open(tmp_path / "s", create=True).backfill(rows)
+    assert report.loaded == 403
+    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 6, 101)]
