@@ -9,6 +9,7 @@
                                                                      # first), bare Delta append
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
     python benchmarks/bench_writes.py importers --rows 1000000       # mem0 / Graphiti vs generic backfill
+    python benchmarks/bench_writes.py importers --rows 1000000 --heavy 100000   # and one memory of 100k events
 
 The replayed log is generated: ``--keys`` keys of ``--per-key`` assertions each (a tenth of
 the keys multi-valued), every row with its own belief time, the keys' assertions interleaved
@@ -304,12 +305,17 @@ def writers(args: argparse.Namespace) -> None:
               f"(runs: {_runs(runs, 'writes_per_s', 0)})")
 
 
-def _mem0_file(path: Path, rows: int) -> None:
+def _mem0_file(path: Path, rows: int, heavy: int = 0) -> None:
+    """A mem0 history of ``rows`` events on ``rows // 5`` memories; ``heavy``: memory 0 has
+    that many of them (a status memory updated all day), spread over the year."""
     rng = np.random.default_rng(5)
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE history (id TEXT, memory_id TEXT, old_memory TEXT, new_memory TEXT, event TEXT, "
                    "created_at TEXT, updated_at TEXT, is_deleted INTEGER, actor_id TEXT, role TEXT)")
-        memories = rng.integers(0, max(rows // 5, 1), rows)
+        low = 1 if heavy else 0
+        memories = rng.integers(low, max(rows // 5, low + 1), rows)
+        if heavy:  # drawn only then: the uniform history stays the one earlier runs measured
+            memories[rng.choice(rows, size=heavy, replace=False)] = 0
         base = np.datetime64("2025-01-01T00:00:00", "s")
         stamps = (base + np.sort(rng.choice(365 * 86400, rows, replace=False))).astype(str)
         seen: set[int] = set()
@@ -342,8 +348,15 @@ def importers(args: argparse.Namespace) -> None:
         _graphiti_file(graphiti, args.rows)
         base = [_timed("import", "generic", str(generic)) for _ in range(args.runs)]
         _line("generic backfill of as many rows  [baseline]", base, args.rows)
+        imported = {}
         for fmt, source in (("mem0", mem0), ("graphiti", graphiti)):
-            _line(f"import {fmt}", [_timed("import", fmt, str(source)) for _ in range(args.runs)], args.rows, base)
+            imported[fmt] = [_timed("import", fmt, str(source)) for _ in range(args.runs)]
+            _line(f"import {fmt}", imported[fmt], args.rows, base)
+        if args.heavy:
+            skewed = Path(tmp, "skewed.db")
+            _mem0_file(skewed, args.rows, heavy=args.heavy)
+            runs = [_timed("import", "mem0", str(skewed)) for _ in range(args.runs)]
+            _line(f"import mem0, one memory {args.heavy:,} events  [vs mem0]", runs, args.rows, imported["mem0"])
 
 
 _TASKS = {"load": _load, "import": _import, "many": _assert_many, "bare": _bare_append, "fact": _fact_latency,
@@ -371,6 +384,7 @@ def main() -> None:
     p.add_argument("--per-writer", type=int, default=200)
     p = sub.add_parser("importers")
     p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--heavy", type=int, default=0, help="also a mem0 history with one memory this many events")
     args = parser.parse_args()
     print(f"{args.what}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"python {sys.version.split()[0]}")
