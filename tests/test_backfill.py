@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import engine, ids, timegrammar
+from tempomem import engine, ids, overlaps, timegrammar
 from tempomem.backfill import checks
-from tempomem.backfill import flags as backfill_flags
 from tempomem.backfill import write as backfill_write
 from tempomem.export import export
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS_COLUMNS, STATS_COLUMNS
@@ -430,7 +429,7 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
     # api (rows 0, 1) and zeta (rows 8, 9) hold two values at once; cache repeats one value;
     # db's values follow each other in valid time, queue's in belief time (row 6 is retracted
     # before row 7 is recorded). Expected: 4 rows, first row 0, however the stream is batched
-    # and in however many parts of the keys the test pairs the rows (flags._OVERLAP_ROWS).
+    # and in however many parts of the keys the test takes the rows (overlaps.PART_ROWS).
     rows = [row("api", "m5.large", recorded_at="2025-01-01", valid_from="2024-01-01"),
             row("api", "m5.xlarge", recorded_at="2025-01-02", valid_from="2024-06-01"),
             row("db", "a", recorded_at="2025-01-01", valid_from="2024-01-01", valid_to="2024-06-01"),
@@ -442,7 +441,7 @@ def test_overlapping_values_are_counted_whatever_the_write_batches(tmp_path: Pat
     if batch_rows is not None:
         monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", batch_rows)
     if overlap_rows is not None:
-        monkeypatch.setattr(backfill_flags, "_OVERLAP_ROWS", overlap_rows)
+        monkeypatch.setattr(overlaps, "PART_ROWS", overlap_rows)
     mem = tm.open(tmp_path / "store", create=True)
     report = mem.backfill(rows)
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 4, 0)]
@@ -916,7 +915,7 @@ def test_a_folds_two_parts_are_written_in_whole_row_groups_whatever_the_batches(
 
 # The overlap test's definition (check()'s rule): every two revisions of a key, paired.
 _PAIRED_OVERLAPS = """
-SELECT DISTINCT a.i FROM _bf_part_revs AS a JOIN _bf_part_revs AS b
+SELECT DISTINCT a.i FROM _ov_part AS a JOIN _ov_part AS b
   ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
  AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
  AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
@@ -958,11 +957,11 @@ def test_counted_overlaps_find_the_revisions_pairing_finds(data) -> None:
                          for n in ("scope", "subject", "predicate", "fact_id", "object")}, **as_time})
     con = duckdb.connect()
     con.execute(tm.connection.sql_parts("macros.sql")["intervals"])
-    con.register("_bf_candidate_revs", table)
-    con.execute("CREATE TEMP TABLE _bf_overlapping (i BIGINT)")
+    con.register("_ov_candidates", table)
+    con.execute("CREATE TEMP TABLE _ov_found (i BIGINT)")
     # every key busy (all counted), none (all paired), or some of each
-    backfill_flags.overlaps_of_part(con, parts=1, part=0, busy_from=data.draw(st.sampled_from([0, 3, 100])))
-    found = sorted(i for (i,) in con.sql("SELECT DISTINCT i FROM _bf_overlapping").fetchall())
+    overlaps.find_in_part(con, parts=1, part=0, busy_from=data.draw(st.sampled_from([0, 3, 100])))
+    found = sorted(i for (i,) in con.sql("SELECT DISTINCT i FROM _ov_found").fetchall())
     assert found == sorted(i for (i,) in con.sql(_PAIRED_OVERLAPS).fetchall())
 
 
@@ -988,7 +987,7 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     another value inside fact 50's period; and y's two revisions meet fact 100's while its first
     revision is still believed. Hand-checked: fact 50's second row and x; fact 100's two rows
     and y's two: 6 rows, the first row 101. Counted (a busy key) or paired, the same."""
-    monkeypatch.setattr(backfill_flags, "_BUSY_FROM", busy_from)
+    monkeypatch.setattr(overlaps, "BUSY_FROM", busy_from)
     day = datetime(2024, 1, 1, tzinfo=UTC)
 
     def at(days: float) -> datetime:

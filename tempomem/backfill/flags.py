@@ -9,7 +9,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from .. import queries
+from .. import overlaps, queries
 from ..connection import sql_parts
 from .report import FLAGS_SCHEMA, REJECTED_SCHEMA
 
@@ -20,11 +20,6 @@ if TYPE_CHECKING:
 #: rows looks like an export that stamped its own run time (SPEC §9).
 SHARED_SHARE = 0.2
 SHARED_MIN_ROWS = 100
-#: Candidate revisions one pass of the overlap test pairs (see with_overlaps).
-_OVERLAP_ROWS = 1_000_000
-#: A key with more candidate revisions than this has its overlaps counted, not paired
-#: (backfill_flags.sql, part_revs): its pairs would grow with its revisions squared.
-_BUSY_FROM = 64
 _SQL = sql_parts("backfill_flags.sql")
 
 
@@ -58,38 +53,15 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
         return flags  # no key changes value: nothing can overlap
     con.register("_bf_written_keys", written_keys)
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
-    tables = ("_bf_candidate_revs", "_bf_part_revs", "_bf_overlapping", "_bf_busy", "_bf_dom", "_bf_dom_counts",
-              "_bf_bounded", "_bf_believed_together")
     try:
         con.execute(_SQL["candidates"], {"files": [str(f) for f in written], "multi": multi})
-        con.execute(_SQL["overlapping"])
-        # The test pairs every two revisions of a key: a part of the keys at a time keeps the
-        # pairs of a large load within memory (one part up to _OVERLAP_ROWS revisions).
-        revisions = con.sql("SELECT count(*) FROM _bf_candidate_revs").fetchall()[0][0]
-        parts = max(1, -(-revisions // _OVERLAP_ROWS))
-        for part in range(parts):
-            overlaps_of_part(con, parts=parts, part=part)
+        overlaps.find(con)
         n, example = con.sql(_SQL["overlap_rows"]).fetchall()[0]
     finally:
-        for table in tables:
-            con.execute(f"DROP TABLE IF EXISTS {table}")
+        overlaps.drop(con)
         con.unregister("_bf_written_keys")
     if not n:
         return flags
     found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},
                          schema=FLAGS_SCHEMA)
     return pl.concat([flags, found]).sort("flag")
-
-
-def overlaps_of_part(con: duckdb.DuckDBPyConnection, *, parts: int, part: int, busy_from: int = _BUSY_FROM) -> None:
-    """Add to ``_bf_overlapping`` the overlapping revisions of one part of ``_bf_candidate_revs``
-    (backfill_flags.sql): the keys of few revisions paired, the busy ones counted."""
-    con.execute(_SQL["part_revs"], {"parts": parts, "part": part, "busy_from": busy_from})
-    for statement in ("overlap", "overlap_open", "busy_revisions", "dominance"):
-        con.execute(_SQL[statement])
-    # the two-dimensional counts take a level per doubling of the largest group
-    largest = con.sql("SELECT coalesce(max(pos), 0) FROM _bf_dom").fetchall()[0][0]
-    for level in range(int(largest).bit_length()):
-        con.execute(_SQL["dominance_level"], {"m": level})
-    for statement in ("overlap_bounded_open", "overlap_bounded_pairs"):
-        con.execute(_SQL[statement])
