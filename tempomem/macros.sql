@@ -127,13 +127,17 @@ CREATE OR REPLACE MACRO timeline(subject) AS TABLE
 -- ============================================================================================
 -- Invariants (check()): one row per problem, (kind, fact_id, detail)
 -- ============================================================================================
--- multi_predicates: the predicates declared multi-valued (a VARCHAR list).
+-- multi_predicates: the predicates declared multi-valued (a VARCHAR list). suspects: NULL, or the
+-- facts that may overlap (check() finds them by counting, overlaps.sql): only theirs are paired.
 
-CREATE OR REPLACE MACRO tm_problems(multi_predicates) AS TABLE
+CREATE OR REPLACE MACRO tm_problems(multi_predicates, suspects := NULL) AS TABLE
 WITH believed AS (
     SELECT * FROM revisions
     WHERE retracted_at IS NULL AND status <> 'erased'
       AND NOT list_contains(multi_predicates, predicate)
+),
+paired AS (
+    SELECT * FROM believed WHERE suspects IS NULL OR fact_id IN (SELECT unnest(suspects))
 ),
 -- Two values of one single-valued key sharing a valid instant in one belief snapshot.
 overlapping AS (
@@ -143,7 +147,7 @@ overlapping AS (
                coalesce(a.object, '∅'), b.fact_id, coalesce(b.object, '∅'),
                a.scope, a.subject, a.predicate,
                greatest(a.recorded_at, b.recorded_at)) AS detail
-    FROM believed a JOIN believed b
+    FROM paired a JOIN paired b
       ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
      AND a.fact_id < b.fact_id
      AND a.object IS DISTINCT FROM b.object

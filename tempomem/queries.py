@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from . import overlaps
 from .connection import quote, sql_parts
 from .errors import TempomemError
 from .schema import FACT_COLUMNS
@@ -151,7 +152,7 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
              stray_files: list[str]) -> CheckReport:
     """Invariant violations (macro ``tm_problems``, view ``_tm_previous_problems``) plus data files
     the log never referenced."""
-    found = frame(con, QUERIES["problems"], {"multi": multi_predicates})
+    found = frame(con, QUERIES["problems"], {"multi": multi_predicates, "suspects": _suspects(con, multi_predicates)})
     strays = pl.DataFrame(
         {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
          "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},
@@ -159,3 +160,15 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
     )
     table = pl.concat([found.cast(pl.String), strays])
     return CheckReport(ok=table.is_empty(), problems=table)
+
+
+def _suspects(con: duckdb.DuckDBPyConnection, multi_predicates: list[str]) -> list[str]:
+    """The facts whose values may overlap another's (:mod:`tempomem.overlaps`): the macro then
+    pairs only theirs, and a busy key of a clean store costs its counts, not its pairs."""
+    con.execute(QUERIES["overlap_candidates"], {"multi": multi_predicates})
+    try:
+        overlaps.find(con)
+        return [fact for (fact,) in con.sql(
+            "SELECT DISTINCT c.fact_id FROM _ov_candidates AS c SEMI JOIN _ov_found AS f ON f.i = c.i").fetchall()]
+    finally:
+        overlaps.drop(con)

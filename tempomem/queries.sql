@@ -8,10 +8,21 @@
 
 -- @part problems
 -- Every invariant violation of mem.check: those the macro finds in the rows as they stand,
--- with $multi the multi-valued predicates, and those the fold recorded of rows it folded.
-SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]))
+-- with $multi the multi-valued predicates and $suspects the facts that may overlap
+-- (overlap_candidates), and those the fold recorded of rows it folded.
+SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]), suspects := CAST($suspects AS VARCHAR[]))
                UNION ALL SELECT * FROM _tm_previous_problems)
 ORDER BY kind, fact_id
+
+-- @part overlap_candidates
+-- What tm_problems' overlap rule pairs, as tempomem.overlaps takes its candidates: the believed
+-- revisions (not retracted, not erased) of the single-valued keys ($multi: the multi-valued
+-- predicates), each numbered `i`, its key hashed `kh`.
+CREATE OR REPLACE TEMP TABLE _ov_candidates AS
+SELECT row_number() OVER () AS i, hash(scope, subject, predicate) AS kh, scope, subject, predicate, fact_id, object,
+       valid_from, valid_to, recorded_at, believed_until
+FROM revisions
+WHERE retracted_at IS NULL AND status <> 'erased' AND NOT list_contains(CAST($multi AS VARCHAR[]), predicate)
 
 -- @part diff
 -- The events of mem.diff in [$from_at, $to_at), with the optional key filters ($subjects,

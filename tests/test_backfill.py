@@ -1001,6 +1001,13 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     rows.append(row("svc", "other", recorded_at=at(300), valid_from=at(50.5), valid_to=at(50.7), fact_id="x"))
     rows.append(row("svc", "other2", recorded_at=at(100.5), valid_from=at(100.2), fact_id="y"))
     rows.append(row("svc", "other2", recorded_at=at(100.7), valid_from=at(100.2), valid_to=at(100.3), fact_id="y"))
-    report = tm.open(tmp_path / "s", create=True).backfill(rows)
+    mem = tm.open(tmp_path / "s", create=True)
+    report = mem.backfill(rows)
     assert report.loaded == 403
     assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 6, 101)]
+    # check() pairs only the facts the count finds (suspects): the same problems as the macro
+    # pairing every believed revision, one row per pair of facts
+    problems = mem.check().problems
+    assert problems.filter(pl.col("kind") == "overlapping_values")["fact_id"].to_list() == ["f100", "f50"]
+    plain = mem.connect().sql("SELECT * FROM tm_problems([]) ORDER BY kind, fact_id").pl()
+    assert problems.equals(plain.cast(pl.String))
