@@ -127,17 +127,17 @@ CREATE OR REPLACE MACRO timeline(subject) AS TABLE
 -- ============================================================================================
 -- Invariants (check()): one row per problem, (kind, fact_id, detail)
 -- ============================================================================================
--- multi_predicates: the predicates declared multi-valued (a VARCHAR list). suspects: NULL, or the
--- facts that may overlap (check() finds them by counting, overlaps.sql): only theirs are paired.
-
-CREATE OR REPLACE MACRO tm_problems(multi_predicates, suspects := NULL) AS TABLE
+-- multi_predicates: the predicates declared multi-valued (a VARCHAR list). busy: NULL, or hashes of
+-- keys whose revisions check() counted (overlaps.sql): of theirs only the `suspects` are paired.
+CREATE OR REPLACE MACRO tm_problems(multi_predicates, busy := NULL, suspects := NULL) AS TABLE
 WITH believed AS (
     SELECT * FROM revisions
     WHERE retracted_at IS NULL AND status <> 'erased'
       AND NOT list_contains(multi_predicates, predicate)
 ),
 paired AS (
-    SELECT * FROM believed WHERE suspects IS NULL OR fact_id IN (SELECT unnest(suspects))
+    SELECT * FROM believed WHERE busy IS NULL OR hash(scope, subject, predicate) NOT IN (SELECT unnest(busy))
+                                 OR fact_id IN (SELECT unnest(suspects))
 ),
 -- Two values of one single-valued key sharing a valid instant in one belief snapshot.
 overlapping AS (

@@ -152,7 +152,8 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
              stray_files: list[str]) -> CheckReport:
     """Invariant violations (macro ``tm_problems``, view ``_tm_previous_problems``) plus data files
     the log never referenced."""
-    found = frame(con, QUERIES["problems"], {"multi": multi_predicates, "suspects": _suspects(con, multi_predicates)})
+    busy, suspects = _suspects(con, multi_predicates)
+    found = frame(con, QUERIES["problems"], {"multi": multi_predicates, "busy": busy, "suspects": suspects})
     strays = pl.DataFrame(
         {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
          "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},
@@ -162,13 +163,19 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
     return CheckReport(ok=table.is_empty(), problems=table)
 
 
-def _suspects(con: duckdb.DuckDBPyConnection, multi_predicates: list[str]) -> list[str]:
-    """The facts whose values may overlap another's (:mod:`tempomem.overlaps`): the macro then
-    pairs only theirs, and a busy key of a clean store costs its counts, not its pairs."""
-    con.execute(QUERIES["overlap_candidates"], {"multi": multi_predicates})
+def _suspects(con: duckdb.DuckDBPyConnection,
+              multi_predicates: list[str]) -> tuple[list[int] | None, list[str] | None]:
+    """The busy keys (hashed) and their facts whose values may overlap another's
+    (:mod:`tempomem.overlaps`, which counts instead of pairing): the macro then pairs every
+    revision of the other keys and only the suspects' of these. ``(None, None)``: no key is busy."""
+    busy = [kh for (kh,) in con.sql(QUERIES["busy_keys"], params={"multi": multi_predicates,
+                                                                 "busy_from": overlaps.BUSY_FROM}).fetchall()]
+    if not busy:
+        return None, None
+    con.execute(QUERIES["overlap_candidates"], {"multi": multi_predicates, "busy": busy})
     try:
         overlaps.find(con)
-        return [fact for (fact,) in con.sql(
+        return busy, [fact for (fact,) in con.sql(
             "SELECT DISTINCT c.fact_id FROM _ov_candidates AS c SEMI JOIN _ov_found AS f ON f.i = c.i").fetchall()]
     finally:
         overlaps.drop(con)

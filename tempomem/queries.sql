@@ -8,21 +8,34 @@
 
 -- @part problems
 -- Every invariant violation of mem.check: those the macro finds in the rows as they stand,
--- with $multi the multi-valued predicates and $suspects the facts that may overlap
--- (overlap_candidates), and those the fold recorded of rows it folded.
-SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]), suspects := CAST($suspects AS VARCHAR[]))
+-- with $multi the multi-valued predicates, $busy the keys whose revisions were counted and
+-- $suspects their facts that may overlap (busy_keys, overlap_candidates), and those the fold
+-- recorded of rows it folded.
+SELECT * FROM (SELECT * FROM tm_problems(CAST($multi AS VARCHAR[]), busy := CAST($busy AS UBIGINT[]),
+                                         suspects := CAST($suspects AS VARCHAR[]))
                UNION ALL SELECT * FROM _tm_previous_problems)
 ORDER BY kind, fact_id
 
+-- @part busy_keys
+-- The keys of more than $busy_from stored rows (hashed; $multi: the multi-valued predicates):
+-- those whose believed revisions may be too many to pair. Counted on the raw rows, which is
+-- cheap and can only count more.
+SELECT hash(scope, subject, predicate) AS kh FROM _tm_events
+WHERE NOT list_contains(CAST($multi AS VARCHAR[]), predicate)
+GROUP BY kh HAVING count(*) > $busy_from
+
 -- @part overlap_candidates
--- What tm_problems' overlap rule pairs, as tempomem.overlaps takes its candidates: the believed
--- revisions (not retracted, not erased) of the single-valued keys ($multi: the multi-valued
+-- What tm_problems' overlap rule pairs on the busy keys ($busy), as tempomem.overlaps takes its
+-- candidates: their believed revisions (not retracted, not erased; $multi: the multi-valued
 -- predicates), each numbered `i`, its key hashed `kh`.
 CREATE OR REPLACE TEMP TABLE _ov_candidates AS
-SELECT row_number() OVER () AS i, hash(scope, subject, predicate) AS kh, scope, subject, predicate, fact_id, object,
-       valid_from, valid_to, recorded_at, believed_until
-FROM revisions
-WHERE retracted_at IS NULL AND status <> 'erased' AND NOT list_contains(CAST($multi AS VARCHAR[]), predicate)
+SELECT row_number() OVER () AS i, r.*
+FROM (SELECT hash(scope, subject, predicate) AS kh, scope, subject, predicate, fact_id, object,
+             valid_from, valid_to, recorded_at, believed_until
+      FROM revisions
+      WHERE retracted_at IS NULL AND status <> 'erased'
+        AND NOT list_contains(CAST($multi AS VARCHAR[]), predicate)) AS r
+WHERE r.kh IN (SELECT unnest(CAST($busy AS UBIGINT[])))
 
 -- @part diff
 -- The events of mem.diff in [$from_at, $to_at), with the optional key filters ($subjects,

@@ -985,8 +985,9 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     """200 facts of one key, each two rows of one fact id: open-ended from day j, then closed at
     day j+1 when the next fact starts (the chain never overlaps). Then x, recorded late, holds
     another value inside fact 50's period; and y's two revisions meet fact 100's while its first
-    revision is still believed. Hand-checked: fact 50's second row and x; fact 100's two rows
-    and y's two: 6 rows, the first row 101. Counted (a busy key) or paired, the same."""
+    revision is still believed; a small key's two values overlap. Hand-checked: fact 50's second
+    row and x; fact 100's two rows and y's two; d1, d2: 8 rows, the first row 101. Counted (a busy
+    key) or paired, the same."""
     monkeypatch.setattr(overlaps, "BUSY_FROM", busy_from)
     day = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -1001,13 +1002,16 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     rows.append(row("svc", "other", recorded_at=at(300), valid_from=at(50.5), valid_to=at(50.7), fact_id="x"))
     rows.append(row("svc", "other2", recorded_at=at(100.5), valid_from=at(100.2), fact_id="y"))
     rows.append(row("svc", "other2", recorded_at=at(100.7), valid_from=at(100.2), valid_to=at(100.3), fact_id="y"))
+    # and a key of two rows (never busy) whose two values overlap
+    rows += [row("db", "a", recorded_at=at(1), valid_from=at(0), fact_id="d1"),
+             row("db", "b", recorded_at=at(2), valid_from=at(1), fact_id="d2")]
     mem = tm.open(tmp_path / "s", create=True)
     report = mem.backfill(rows)
-    assert report.loaded == 403
-    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 6, 101)]
-    # check() pairs only the facts the count finds (suspects): the same problems as the macro
-    # pairing every believed revision, one row per pair of facts
+    assert report.loaded == 405
+    assert report.flags.filter(pl.col("flag") == "overlapping_values").rows() == [("overlapping_values", 8, 101)]
+    # check() pairs only the facts the count finds on the busy key (suspects) and every revision
+    # of the others: the same problems as the macro pairing every believed revision, a row a pair
     problems = mem.check().problems
-    assert problems.filter(pl.col("kind") == "overlapping_values")["fact_id"].to_list() == ["f100", "f50"]
+    assert problems.filter(pl.col("kind") == "overlapping_values")["fact_id"].to_list() == ["d1", "f100", "f50"]
     plain = mem.connect().sql("SELECT * FROM tm_problems([]) ORDER BY kind, fact_id").pl()
     assert problems.equals(plain.cast(pl.String))
