@@ -20,23 +20,25 @@ PART_ROWS = 1_000_000
 #: (``overlaps.sql``, part ``part_revs``).
 BUSY_FROM = 64
 _SQL = sql_parts("overlaps.sql")
-_TABLES = ("_ov_candidates", "_ov_found", "_ov_part", "_ov_busy", "_ov_dom", "_ov_dom_counts", "_ov_bounded",
-           "_ov_believed_together")
+_TABLES = ("_ov_candidates", "_ov_found", "_ov_busy_keys", "_ov_part", "_ov_busy", "_ov_dom", "_ov_dom_counts",
+           "_ov_bounded", "_ov_believed_together")
 
 
-def find(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill ``_ov_found`` from ``_ov_candidates``, a part of the keys at a time."""
+def find(con: duckdb.DuckDBPyConnection, *, busy_from: int | None = None) -> None:
+    """Fill ``_ov_found`` from ``_ov_candidates``, a part of the keys at a time; a key of more
+    than ``busy_from`` candidates (default :data:`BUSY_FROM`) is counted, the others paired."""
     con.execute(_SQL["found"])
+    con.execute(_SQL["busy_keys"], {"busy_from": BUSY_FROM if busy_from is None else busy_from})
     revisions = con.sql("SELECT count(*) FROM _ov_candidates").fetchall()[0][0]
     parts = max(1, -(-revisions // PART_ROWS))
     for part in range(parts):
-        find_in_part(con, parts=parts, part=part, busy_from=BUSY_FROM)
+        find_in_part(con, parts=parts, part=part)
 
 
-def find_in_part(con: duckdb.DuckDBPyConnection, *, parts: int, part: int, busy_from: int) -> None:
+def find_in_part(con: duckdb.DuckDBPyConnection, *, parts: int, part: int) -> None:
     """Add to ``_ov_found`` the overlapping revisions of one part of ``_ov_candidates``: the keys
-    of few revisions paired, the busy ones counted."""
-    con.execute(_SQL["part_revs"], {"parts": parts, "part": part, "busy_from": busy_from})
+    of few revisions paired, the busy ones (``_ov_busy_keys``, made by :func:`find`) counted."""
+    con.execute(_SQL["part_revs"], {"parts": parts, "part": part})
     for statement in ("overlap", "overlap_open", "busy_revisions", "dominance"):
         con.execute(_SQL[statement])
     # the two-dimensional counts take a level per doubling of the largest group

@@ -15,17 +15,22 @@
 -- The revisions found overlapping (their `i`), over the parts.
 CREATE OR REPLACE TEMP TABLE _ov_found AS SELECT c.i FROM _ov_candidates AS c LIMIT 0;
 
+-- @part busy_keys
+-- The key hashes of more than $busy_from candidate revisions, once for all parts (a key's
+-- revisions are all in one part): part_revs marks their revisions `busy`.
+CREATE OR REPLACE TEMP TABLE _ov_busy_keys AS
+SELECT kh FROM _ov_candidates GROUP BY kh HAVING count(*) > $busy_from;
+
 -- @part part_revs
 -- One part of the candidate revisions ($part of $parts, by key hash), for one pass of the test,
--- each marked `busy` when its key hash has more than $busy_from of them. The test pairs every
+-- each marked `busy` when its key hash has more than $busy_from of them (busy_keys). The test pairs every
 -- two revisions of a key that is not busy (overlap), which for a few revisions costs least, and
 -- counts a busy key's overlaps (overlap_open, dominance, overlap_bounded_open), whose pairs grow
 -- with the square of its revisions, pairing only those believed together for a while
 -- (overlap_bounded_pairs). A hash shared by keys only makes them busy.
 CREATE OR REPLACE TEMP TABLE _ov_part AS
-WITH part AS (SELECT * FROM _ov_candidates WHERE kh % $parts = $part),
-busy AS (SELECT kh FROM part GROUP BY kh HAVING count(*) > $busy_from)
-SELECT p.*, p.kh IN (SELECT b.kh FROM busy AS b) AS busy FROM part AS p;
+SELECT c.*, c.kh IN (SELECT b.kh FROM _ov_busy_keys AS b) AS busy
+FROM _ov_candidates AS c WHERE c.kh % $parts = $part;
 
 -- @part overlap
 -- check()'s rule (tm_problems, macros.sql) over the keys of one part that are not busy: the
