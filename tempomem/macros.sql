@@ -144,8 +144,7 @@ overlapping AS (
     SELECT DISTINCT ON (a.fact_id, b.fact_id)
         'overlapping_values' AS kind, a.fact_id,
         format('{} and fact {} ({}) of key ({}, {}, {}) hold at one valid instant, believed at {}',
-               coalesce(a.object, '∅'), b.fact_id, coalesce(b.object, '∅'),
-               a.scope, a.subject, a.predicate,
+               coalesce(a.object, '∅'), b.fact_id, coalesce(b.object, '∅'), a.scope, a.subject, a.predicate,
                greatest(a.recorded_at, b.recorded_at)) AS detail
     FROM paired a JOIN paired b
       ON a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
@@ -153,6 +152,7 @@ overlapping AS (
      AND a.object IS DISTINCT FROM b.object
      AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
      AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
+    ORDER BY a.fact_id, b.fact_id, greatest(a.recorded_at, b.recorded_at)  -- a pair's first shared belief
 ),
 ordered AS (
     SELECT fact_id, revision, recorded_at,

@@ -1012,5 +1012,8 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     # of the others: the same problems as the macro pairing every believed revision, a row a pair
     problems = mem.check().problems
     assert problems.filter(pl.col("kind") == "overlapping_values")["fact_id"].to_list() == ["d1", "f100", "f50"]
+    # a pair overlapping in several revisions is reported at the first instant both are believed:
+    # y's first revision (day 100.5) against fact 100's first
+    assert problems.filter(pl.col("fact_id") == "f100")["detail"].item().endswith("believed at 2024-04-10 12:00:00+00")
     plain = mem.connect().sql("SELECT * FROM tm_problems([]) ORDER BY kind, fact_id").pl()
     assert problems.equals(plain.cast(pl.String))
