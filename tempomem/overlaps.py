@@ -17,7 +17,7 @@ from .connection import sql_parts
 #: within memory however large the load or store.
 PART_ROWS = 1_000_000
 #: A key with more candidate revisions than this has its overlaps counted, not paired
-#: (``overlaps.sql``, part ``part_revs``).
+#: (``overlaps.sql``, part ``busy_keys``).
 BUSY_FROM = 64
 _SQL = sql_parts("overlaps.sql")
 _TABLES = ("_ov_candidates", "_ov_found", "_ov_busy_keys", "_ov_part", "_ov_busy", "_ov_dom", "_ov_dom_counts",
