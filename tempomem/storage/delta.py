@@ -178,7 +178,6 @@ def parquet_stats(path: str | os.PathLike[str]) -> str:
     row groups lack statistics, or whose maximum no millisecond bounds, is left out of
     min/max (readers then never skip on it).
     """
-
     meta = footer.metadata(path)
     index = footer.column_places(meta)
     mins: dict[str, Any] = {}
