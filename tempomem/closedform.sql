@@ -383,7 +383,8 @@ SEMI JOIN (SELECT DISTINCT o.k FROM _tm_ops AS o) AS t ON t.k = s.k;
 -- After a pass that took a few operations off many left (one key with very many operations,
 -- cutting into its timeline every few dozen): the same, changing the rows in place, since
 -- sorting all that is left again cost more than the pass.
-DELETE FROM _tm_ops WHERE op IN (SELECT x.op FROM _tm_xr AS x);
+-- A pass takes each key's leading operations: its rounds 1 to `taken`.
+DELETE FROM _tm_ops USING _tm_xtaken AS t WHERE t.k = _tm_ops.k AND _tm_ops.round <= t.taken;
 
 UPDATE _tm_ops SET round = CAST(_tm_ops.round - t.taken AS INTEGER)
 FROM _tm_xtaken AS t

@@ -64,6 +64,14 @@ _UNBOUNDED = 2**31 - 1
 #: reads every operation left, so it must take a round's worth (one per key left) to go on.
 ALTERNATE_FROM = 10_000
 
+#: A last_write_wins key with more than this many operations in a batch is busy: each pass
+#: first decides its leading operations all at once (``closedform_busy.sql``), where the closed
+#: form stops at every late operation that cuts into the timeline.
+BUSY_FROM = 64
+#: At most this many guesses a busy pass (see ``closedform_busy.sql``); what the last one has not
+#: settled waits for the next pass.
+BUSY_GUESSES = 8
+
 
 @dataclass(frozen=True)
 class Applied:
@@ -81,7 +89,7 @@ class Applied:
 @cache
 def _statements() -> dict[str, list[str]]:
     """``rounds.sql`` and ``closedform.sql`` split into their named parts, each a list of statements."""
-    parts = sql_parts("rounds.sql") | sql_parts("closedform.sql")
+    parts = sql_parts("rounds.sql") | sql_parts("closedform.sql") | sql_parts("closedform_busy.sql")
     return {name: _split(body) for name, body in parts.items()}
 
 
@@ -134,7 +142,7 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
                      "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_xb",
                      "_tm_xc", "_tm_xt", "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe",
-                     "_tm_xtaken"):
+                     "_tm_xtaken", "_tm_busy", "_tm_yk", "_tm_yo", "_tm_yp", "_tm_ylevels", "_tm_yd", "_tm_yt"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -143,31 +151,32 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
     kept with their number (``round``, rising within every fact) as ``_tm_emitted`` wants them.
 
     A pass takes each key's operations up to and including the first late one that cuts into
-    its timeline, so the next pass goes on from there. A correction, an unknown start or a
-    ``reject`` key ends a key's prefix before that operation: when a pass takes nothing off the
-    busiest key, one round applies the next operation of every key. Passes go on while they pay
+    its timeline, so the next pass goes on from there; before it, a busy key's are decided all
+    at once (:data:`BUSY_FROM`). A correction, an unknown start or a ``reject`` key ends a key's
+    prefix before that operation: when a pass takes nothing off the busiest key, one round
+    applies the next operation of every key. Passes go on while they pay
     (:data:`ALTERNATE_FROM`); after that, plain rounds to the end. The first pass reads every
     operation; the next ones a window of each key's (:data:`WINDOW_FROM`), and what is left is
     renumbered sorted after a pass that took most of it, in place after one that took little.
     """
     emitted: list[pa.Table] = []
     offset = 0
-    ops_left, keys_left, rounds_left = con.sql(
-        "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
+    ops_left, keys_left, rounds_left = _left(con)
+    busy = con.sql("SELECT count(*) FROM _tm_busy").fetchall()[0][0] > 0
     window = _UNBOUNDED
     while True:
+        taken_busy = 0
+        if busy and _busy_pass(con):
+            offset, taken_busy, _ = _collect(con, emitted, offset, ops_left)
+            ops_left, keys_left, rounds_left = _left(con)
+            if ops_left == 0:
+                return emitted
         for statement in _statements()["runs"]:
             con.execute(statement, {"window": window} if "$window" in statement else None)
-        closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
-        emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
-        offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
-        taken, busiest = con.sql("SELECT coalesce(sum(taken), 0), coalesce(max(taken), 0) "
-                                 "FROM _tm_xtaken").fetchall()[0]
-        for statement in _statements()["next_sorted" if 2 * taken >= ops_left else "next_in_place"]:
-            con.execute(statement)
+        offset, taken, busiest = _collect(con, emitted, offset, ops_left)
         window = 4 * window if busiest >= window else WINDOW_FROM
-        ops_left, keys, last = con.sql(
-            "SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
+        ops_left, keys, last = _left(con)
+        taken += taken_busy
         if taken == 0 or (taken < keys_left and taken + ops_left >= ALTERNATE_FROM):
             _rounds(con, emitted, offset, last)
             return emitted
@@ -178,8 +187,47 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
             offset, last = offset + 1, last - 1
             for statement in _statements()["advance"]:
                 con.execute(statement)
-            ops_left, keys = con.sql("SELECT count(*), count(DISTINCT k) FROM _tm_ops").fetchall()[0]
+            ops_left, keys, _ = _left(con)
         keys_left, rounds_left = keys, last
+
+
+def _left(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+    """Operations left, their keys, and the most a key has."""
+    return con.sql("SELECT count(*), count(DISTINCT k), coalesce(max(round), 0) FROM _tm_ops").fetchall()[0]
+
+
+def _collect(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: int,
+             ops_left: int) -> tuple[int, int, int]:
+    """Keep a pass's changed states (``_tm_xe``) numbered after ``offset`` and take its
+    operations off ``_tm_ops``; return the new offset, the operations taken and the most one
+    key gave."""
+    closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
+    emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
+    offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
+    taken, busiest = con.sql("SELECT coalesce(sum(taken), 0), coalesce(max(taken), 0) FROM _tm_xtaken").fetchall()[0]
+    for statement in _statements()["next_sorted" if 2 * taken >= ops_left else "next_in_place"]:
+        con.execute(statement)
+    return offset, taken, busiest
+
+
+def _busy_pass(con: duckdb.DuckDBPyConnection) -> bool:
+    """Decide the busy keys' leading operations (``closedform_busy.sql``); False when no busy key
+    has an operation it can take now."""
+    for statement in _statements()["busy_setup"]:
+        con.execute(statement)
+    if con.sql("SELECT count(*) FROM _tm_yo").fetchall()[0][0] == 0:
+        return False
+    for guess in range(BUSY_GUESSES):
+        for statement in _statements()["busy_decide"]:
+            con.execute(statement)
+        wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE made <> (target_p IS NULL)").fetchall()[0][0]
+        if wrong == 0 or guess == BUSY_GUESSES - 1:
+            break
+        for statement in _statements()["busy_next"]:
+            con.execute(statement)
+    for statement in _statements()["busy_emit"]:
+        con.execute(statement)
+    return True
 
 
 def _rounds(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: int, count: int) -> None:
@@ -218,6 +266,8 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str, nonce: int) ->
         JOIN numbered AS n ON n.op = o.op
         LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate""",
                 {"default_rule": default_rule, "nonce": nonce})
+    con.execute("CREATE OR REPLACE TEMP TABLE _tm_busy AS SELECT DISTINCT k FROM _tm_ops "
+                "WHERE round > $busy AND rule = 'single/last_write_wins'", {"busy": BUSY_FROM})
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
                 "FROM _tm_ops_in WHERE kind = 'assert'")
     # A stored fact's `f` is its negated place in `_tm_stored`: a window numbering the rows

@@ -93,9 +93,10 @@ def _run(mem: tm.Memory, clock: TestClock, steps) -> list[str]:
     return outcomes
 
 
-def _both_paths(folder, monkeypatch, steps) -> tuple[tm.Memory, tm.Memory]:
-    """Run the steps on the one-row path and on the set-based path; assert the same outcomes and
-    the same revisions; return the two stores."""
+def _both_paths(folder, monkeypatch, steps, busy=False) -> tuple[tm.Memory, tm.Memory]:
+    """Run the steps on the one-row path and on the set-based path (``busy``: every
+    last_write_wins key decided as a busy one, closedform_busy.sql); assert the same outcomes
+    and the same revisions; return the two stores."""
     one_clock, set_clock = TestClock(), TestClock()
     one, set_based = _open(folder / "one", one_clock), _open(folder / "set", set_clock)
     with monkeypatch.context() as patch:
@@ -103,6 +104,8 @@ def _both_paths(folder, monkeypatch, steps) -> tuple[tm.Memory, tm.Memory]:
         expected = _run(one, one_clock, steps)
         patch.setattr(engine, "SET_BASED_FROM", 0)
         patch.setattr(rounds, "WINDOW_FROM", 1)  # passes after the first read a few operations a key
+        if busy:
+            patch.setattr(rounds, "BUSY_FROM", 0)
         got = _run(set_based, set_clock, steps)
     assert got == expected
     assert _canonical(set_based).equals(_canonical(one))
@@ -110,9 +113,9 @@ def _both_paths(folder, monkeypatch, steps) -> tuple[tm.Memory, tm.Memory]:
 
 
 @settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(_step, min_size=1, max_size=5))
-def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps):
-    one, set_based = _both_paths(tmp_path_factory.mktemp("paths"), monkeypatch, steps)
+@given(steps=st.lists(_step, min_size=1, max_size=5), busy=st.booleans())
+def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps, busy):
+    one, set_based = _both_paths(tmp_path_factory.mktemp("paths"), monkeypatch, steps, busy)
     assert set_based.check().ok == one.check().ok
 
 
@@ -135,10 +138,11 @@ def _log_batch(draw):
 
 @settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.one_of(_log_batch(), st.tuples(st.just("correct"), st.integers(0, 20))),
-                      min_size=1, max_size=4))
-def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps):
-    """The closed form (closedform.sql) and the rounds after it against the one-row path."""
-    _both_paths(tmp_path_factory.mktemp("logs"), monkeypatch, steps)
+                      min_size=1, max_size=4), busy=st.booleans())
+def test_log_shaped_batches_equal_the_one_row_path(tmp_path_factory, monkeypatch, steps, busy):
+    """The closed forms (closedform.sql, closedform_busy.sql) and the rounds after them against
+    the one-row path."""
+    _both_paths(tmp_path_factory.mktemp("logs"), monkeypatch, steps, busy)
 
 
 def test_a_key_with_many_assertions_in_one_batch(tmp_path, monkeypatch):
@@ -161,11 +165,14 @@ def test_a_key_with_many_assertions_in_one_batch(tmp_path, monkeypatch):
     assert (third["object"][0], third["valid_to"][0]) == ("a", _BASE + 6 * _DAY)
 
 
-def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch):
+@pytest.mark.parametrize("busy_from", [rounds.BUSY_FROM, 0])
+def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch, busy_from):
     """Hand-checked, SPEC §5 one row at a time: a replayed log of one single-valued key whose
     late rows (a start before the latest) merge into a fact of their object that ends after
     their start, the earliest-recorded, or else cut the fact holding their start; then a batch
-    doing the same against stored facts that have ended."""
+    doing the same against stored facts that have ended. Whether the key is decided as a busy
+    one (closedform_busy.sql) or in passes that stop at each cut (closedform.sql)."""
+    monkeypatch.setattr(rounds, "BUSY_FROM", busy_from)
     def day(d):
         return _BASE + (d - 1) * _DAY
 
@@ -251,6 +258,7 @@ def test_passes_that_read_a_few_operations_a_key_change_nothing(tmp_path, monkey
             return super().__getitem__(part)
 
     monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    monkeypatch.setattr(rounds, "BUSY_FROM", 10**9)  # the busy key's closed form would take "busy"
     stores, passes = {}, {}
     for window in (2, 10**6):
         monkeypatch.setattr(rounds, "WINDOW_FROM", window)
@@ -260,6 +268,42 @@ def test_passes_that_read_a_few_operations_a_key_change_nothing(tmp_path, monkey
         passes[window] = (parts.count("runs"), parts.count("next_in_place"))
     assert passes[10**6][0] > 5 and passes[2][0] > passes[10**6][0] and passes[2][1] > 0
     assert _canonical(stores[2]).drop("origin").equals(_canonical(stores[10**6]).drop("origin"))
+
+
+def test_a_busy_key_decided_at_once_equals_its_passes(tmp_path, monkeypatch):
+    """A status of two or three values re-asserted every few minutes, hours late (the shape
+    whose late rows cut into the timeline every few dozen), on top of a stored history whose
+    last fact has ended, with artifacts: deciding the key's rows at once (closedform_busy.sql),
+    in passes of two guesses each so that several are needed, gives exactly the revisions of
+    the passes that stop at each cut (closedform.sql), which the tests above hold to the
+    one-row path."""
+    rng = random.Random(11)
+    at = ts("2026-01-01")
+
+    def log(rows, first, values):
+        return [{"subject": "busy", "predicate": "p", "object": rng.choice(values),
+                 "valid_from": at + timedelta(minutes=first + 7 * i - rng.choice([0, 1, 30, 90, 400, 2000])),
+                 "recorded_at": at + timedelta(days=40, minutes=first + 7 * i),
+                 "artifacts": rng.choice([[], [], ["m1"], ["m2", "m1"]])} for i in range(rows)]
+
+    first, second = log(100, 0, "xy"), log(160, 3000, "xyz")
+    stores, passes = {}, {}
+    calls = []
+    real = rounds._busy_pass
+    monkeypatch.setattr(rounds, "_busy_pass", lambda con: calls.append(real(con)) or calls[-1])
+    monkeypatch.setattr(rounds, "BUSY_GUESSES", 2)
+    for busy_from in (10**9, 0):
+        monkeypatch.setattr(rounds, "BUSY_FROM", busy_from)
+        calls.clear()
+        mem = stores[busy_from] = _open(tmp_path / str(busy_from), TestClock("2026-02-11T12:00:00"))
+        mem.backfill(first, resolve=True)
+        last = mem.current("busy")["fact_id"][0]
+        mem.invalidate(last, at=at + timedelta(minutes=1500), reason="ended")
+        mem.backfill(second, resolve=True)
+        passes[busy_from] = sum(calls)  # the busy passes that took operations
+    assert passes[10**9] == 0 and passes[0] > 3
+    assert stores[0].history("busy", revisions=True).height > 100
+    assert _canonical(stores[0]).drop("origin").equals(_canonical(stores[10**9]).drop("origin"))
 
 
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
@@ -306,12 +350,15 @@ def test_a_large_batch_under_reject_is_all_or_nothing(tmp_path, monkeypatch):
 @settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(st.tuples(_row(), st.integers(0, 3), st.one_of(st.none(), st.integers(0, 3))),
                      min_size=1, max_size=10),
-       chunk=st.sampled_from([1, 3, 1_000_000]))
-def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, monkeypatch, rows, chunk):
+       chunk=st.sampled_from([1, 3, 1_000_000]), busy=st.booleans())
+def test_replay_equals_asserting_each_belief_time_in_turn(tmp_path_factory, monkeypatch, rows, chunk, busy):
     """backfill(resolve=True) (set-based) against assert_many + correct per distinct belief
     time with the clock at that time (one-row path): the SPEC's "as if asserted one by one",
-    whether the log is applied in one chunk of keys or in many (``resolve.CHUNK_OPS``)."""
+    whether the log is applied in one chunk of keys or in many (``resolve.CHUNK_OPS``), and
+    with every last_write_wins key decided as a busy one or not."""
     monkeypatch.setattr(resolve, "CHUNK_OPS", chunk)
+    if busy:
+        monkeypatch.setattr(rounds, "BUSY_FROM", 0)
     folder = tmp_path_factory.mktemp("replay")
     given, log, seen = [], [], {}
     for i, (row, day, retract_after) in enumerate(rows):

@@ -1,0 +1,243 @@
+-- The closed form of SPEC §5 for a busy single-valued last_write_wins key: one with very many
+-- operations, most of them late (driven by tempomem/rounds.py, on the tables rounds.sql
+-- describes). closedform.sql takes a key's late operations only until one cuts into its
+-- timeline; a status re-asserted every few minutes with a reporting lag cuts every few dozen
+-- operations, and a pass each cut made such a key quadratic. Here all of a key's leading
+-- operations are decided at once.
+--
+-- A key qualifies when its believed facts have known starts, are not empty and do not overlap.
+-- Its leading operations are taken while each is an assertion with a known start and no end,
+-- recorded after every stored revision of its key, that starts where no other object has
+-- started before (a shared start with another object retracts a fact: the rounds apply it).
+-- Then no fact is ever retracted, a fact is never emptied, and the believed facts stay
+-- disjoint, so that an operation N of object A starting at s:
+--   * merges (`merge`) exactly when a believed fact of A ends after s: the fact holding s, or
+--     any fact starting at or after s (each ends after its start). It lands on the earliest
+--     recorded of them; nothing else changes but its artifacts;
+--   * else is a new fact, closed at the next start after s (`close_new`), and closes the fact
+--     holding s there (`close_existing`). Nothing else changes.
+-- What N meets is the set of facts made before it: the stored ones and the operations before it
+-- that did not merge. Number them in that order (`p`: the stored facts by first recorded_at,
+-- then the operations): the fact holding s is the latest-starting earlier p starting at or
+-- before s, the next start the earliest-starting earlier p after s, the earliest recorded fact
+-- of A the least earlier p of object A starting at or after s. Each is a two-dimensional
+-- question (earlier, and by start), answered offline level by level: at level m, p's blocks
+-- of 2^(m+1) are halved, and each operation in a block's second half asks the first half's
+-- facts with an ASOF join; every earlier p is in exactly one such half. n log n rows.
+--
+-- Which operations merged is what is being decided, so the driver iterates: from a guess (all
+-- new facts), each operation is decided against the guess, and the decisions are the next
+-- guess. An operation decided against a guess right about every operation before it is right,
+-- so a key's operations up to its first that changed in the last iteration are right, and
+-- the pass takes them. The rest wait for the next pass.
+-- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`.
+
+-- @part busy_setup
+-- The busy keys this pass can take, with the latest recorded_at of their stored revisions.
+CREATE OR REPLACE TEMP TABLE _tm_yk AS
+WITH ordered AS (
+    SELECT s.k, s.valid_from, s.valid_to, s.last_recorded_at, s.emitted,
+           lag(s.f) OVER w IS NOT NULL AND coalesce(lag(s.valid_to) OVER w > s.valid_from, true) AS overlaps_before
+    FROM _tm_state AS s
+    SEMI JOIN _tm_busy AS b ON b.k = s.k
+    WINDOW w AS (PARTITION BY s.k ORDER BY s.valid_from, s.f)
+),
+judged AS (
+    SELECT o.k, max(o.last_recorded_at) FILTER (WHERE NOT o.emitted) AS last_at,
+           bool_or(o.valid_from IS NULL OR coalesce(o.valid_to <= o.valid_from, false) OR o.overlaps_before) AS unfit
+    FROM ordered AS o GROUP BY o.k
+)
+SELECT b.k, j.last_at
+FROM _tm_busy AS b
+LEFT JOIN judged AS j ON j.k = b.k
+WHERE NOT coalesce(j.unfit, false) AND b.k IN (SELECT o.k FROM _tm_ops AS o);
+
+-- Each key's leading operations that qualify. A start is first taken by a stored fact (round 0)
+-- or the earliest operation starting there; an operation of another object starting there
+-- ends its key's operations.
+CREATE OR REPLACE TEMP TABLE _tm_yo AS
+WITH keyed AS (
+    SELECT o.op, o.k, o.round, o.object, o.valid_from,
+           o.kind = 'assert' AND o.rule = 'single/last_write_wins' AND o.valid_from IS NOT NULL
+           AND o.valid_to IS NULL AND coalesce(o.commit_time > y.last_at, true) AS fits
+    FROM _tm_ops AS o
+    JOIN _tm_yk AS y ON y.k = o.k
+),
+starts AS (
+    SELECT s.k, s.valid_from, s.object, 0 AS round FROM _tm_state AS s SEMI JOIN _tm_yk AS y ON y.k = s.k
+    UNION ALL
+    SELECT y.k, y.valid_from, y.object, y.round FROM keyed AS y WHERE y.fits
+),
+misfits AS (
+    SELECT m.k, min(m.round) AS round
+    FROM (SELECT y.k, y.round FROM keyed AS y WHERE NOT y.fits
+          UNION ALL
+          SELECT t.k, t.round FROM starts AS t
+          QUALIFY t.object IS DISTINCT FROM first_value(t.object) OVER (PARTITION BY t.k, t.valid_from ORDER BY t.round)
+         ) AS m
+    GROUP BY m.k
+)
+SELECT y.op, y.k, y.round
+FROM keyed AS y
+LEFT JOIN misfits AS m ON m.k = y.k
+WHERE y.round < coalesce(m.round, y.round + 1);
+
+-- The facts and operations of the taken keys as points `p` (see the top), each operation
+-- guessed a new fact (`made`). `stored_to` is a believed fact's end; an operation's fact ends
+-- where a later start cuts it, which the fact holding a start never has yet.
+CREATE OR REPLACE TEMP TABLE _tm_yp AS
+WITH stored AS (
+    SELECT s.k, s.f, s.fact_id, s.object, s.valid_from AS s, s.valid_to AS stored_to,
+           CAST(row_number() OVER (PARTITION BY s.k ORDER BY s.first_recorded_at, s.fact_id) - 1 AS INTEGER) AS p
+    FROM _tm_state AS s
+    SEMI JOIN _tm_yo AS o ON o.k = s.k
+),
+counted AS (SELECT s.k, count(*) AS n FROM stored AS s GROUP BY s.k)
+SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.stored_to, CAST(NULL AS INTEGER) AS round, true AS made
+FROM stored AS s
+UNION ALL
+SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, o.valid_from, NULL, y.round, true
+FROM _tm_yo AS y
+JOIN _tm_ops AS o ON o.op = y.op
+LEFT JOIN counted AS c ON c.k = y.k;
+
+CREATE OR REPLACE TEMP TABLE _tm_ylevels AS
+SELECT CAST(r.m AS INTEGER) AS m
+FROM range(0, (SELECT coalesce(CAST(ceil(log2(max(p.p) + 1)) AS BIGINT), 0) FROM _tm_yp AS p)) AS r(m);
+
+-- @part busy_decide
+-- Each operation against the guess: the facts holding its start (`holder_p`), starting next
+-- after it (`next_p`), and the earliest recorded of its object ending after its start
+-- (`target_p`: it merges there when there is one).
+CREATE OR REPLACE TEMP TABLE _tm_yd AS
+WITH made AS MATERIALIZED (  -- the made facts, each in the first half of a block at every level
+    SELECT p.k, l.m, p.p >> (l.m + 1) AS blk, p.p, p.s, p.object
+    FROM _tm_yp AS p
+    JOIN _tm_ylevels AS l ON (p.p >> l.m) & 1 = 0
+    WHERE p.made
+),
+asked AS (  -- the operations, each in the second half of a block at every level
+    SELECT q.k, l.m, q.p >> (l.m + 1) AS blk, q.p, q.s, q.object
+    FROM _tm_yp AS q
+    JOIN _tm_ylevels AS l ON (q.p >> l.m) & 1 = 1
+    WHERE q.round IS NOT NULL
+),
+firsts AS (  -- over the facts of an object starting at or after each one's start, the least p
+    SELECT x.*, min(x.p) OVER (PARTITION BY x.k, x.m, x.blk, x.object ORDER BY x.s DESC) AS first_p FROM made AS x
+),
+found AS (
+    SELECT q.k, q.p, b.p AS below_p, b.s AS below_s, a.p AS above_p, a.s AS above_s, o.first_p
+    FROM asked AS q
+    ASOF LEFT JOIN made AS b ON b.k = q.k AND b.m = q.m AND b.blk = q.blk AND q.s >= b.s
+    ASOF LEFT JOIN made AS a ON a.k = q.k AND a.m = q.m AND a.blk = q.blk AND q.s < a.s
+    ASOF LEFT JOIN firsts AS o ON o.k = q.k AND o.m = q.m AND o.blk = q.blk AND o.object = q.object AND q.s <= o.s
+),
+near AS (
+    SELECT f.k, f.p, arg_max(f.below_p, f.below_s) AS below_p, arg_min(f.above_p, f.above_s) AS next_p,
+           min(f.first_p) AS first_p
+    FROM found AS f GROUP BY f.k, f.p
+)
+SELECT q.k, q.p, q.f, q.round, q.s, q.object, q.made, h.p AS holder_p, n.next_p,
+       least(CASE WHEN h.object = q.object THEN h.p END, n.first_p) AS target_p
+FROM _tm_yp AS q
+LEFT JOIN near AS n ON n.k = q.k AND n.p = q.p
+LEFT JOIN _tm_yp AS h ON h.k = q.k AND h.p = n.below_p AND coalesce(h.stored_to > q.s, true)
+WHERE q.round IS NOT NULL;
+
+-- @part busy_next
+-- The decisions are the next guess.
+UPDATE _tm_yp SET made = d.target_p IS NULL
+FROM _tm_yd AS d
+WHERE d.k = _tm_yp.k AND d.p = _tm_yp.p;
+
+-- @part busy_emit
+-- The operations taken: each key's up to its first whose decision the last guess got wrong.
+CREATE OR REPLACE TEMP TABLE _tm_yt AS
+SELECT d.*, o.op, o.commit_time, o.valid_from_inferred, o.reason, o.artifacts, o.new_id
+FROM _tm_yd AS d
+JOIN _tm_ops AS o ON o.op = d.f
+LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> (d.target_p IS NULL) GROUP BY d.k) AS w
+       ON w.k = d.k
+WHERE d.round < coalesce(w.round, d.round + 1);
+
+-- Every state the pass changes, one per event of a fact: made by an operation (closed at the
+-- next start), closed by a later one starting inside it, or grown by a duplicate's artifacts.
+-- Each state is the fact as made (or stored), closed by its latest closing up to the event,
+-- with the artifacts of its latest growth up to then.
+CREATE OR REPLACE TEMP TABLE _tm_xe AS
+WITH base AS (  -- each fact an event touches, as made or stored (`made_round` 0)
+    SELECT t.f, t.new_id AS fact_id, t.k, t.object, t.s AS valid_from, n.s AS valid_to, t.valid_from_inferred,
+           CAST(NULL AS TIMESTAMPTZ) AS retracted_at,
+           CASE WHEN n.p IS NOT NULL THEN t.commit_time END AS superseded_at, n.fact_id AS superseded_by,
+           CASE WHEN n.p IS NULL THEN 'live' ELSE 'superseded' END AS status,
+           CASE WHEN n.p IS NULL THEN t.reason ELSE format('superseded by fact {} ({})', n.fact_id, n.object) END AS reason,
+           t.artifacts, t.commit_time AS first_recorded_at, t.round AS made_round
+    FROM _tm_yt AS t
+    LEFT JOIN _tm_yp AS n ON n.k = t.k AND n.p = t.next_p
+    WHERE t.target_p IS NULL
+    UNION ALL
+    SELECT s.f, s.fact_id, s.k, s.object, s.valid_from, s.valid_to, s.valid_from_inferred, s.retracted_at,
+           s.superseded_at, s.superseded_by, s.status, s.reason, s.artifacts, s.first_recorded_at, 0
+    FROM _tm_state AS s
+    SEMI JOIN (SELECT h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.holder_p)
+               WHERE h.round IS NULL) AS h ON h.f = s.f
+),
+closings AS (  -- a new fact closing the fact holding its start
+    SELECT h.f, t.round, t.s AS valid_to, t.commit_time AS at, t.new_id AS by_id, t.object AS by_object
+    FROM _tm_yt AS t
+    JOIN _tm_yp AS h ON h.k = t.k AND h.p = t.holder_p
+    WHERE t.target_p IS NULL
+),
+items AS (  -- each artifact of a fact where it first appears: as made, or added by a duplicate
+    SELECT i.* FROM (
+        SELECT b.f, b.made_round AS round, unnest(b.artifacts) AS artifact, unnest(range(len(b.artifacts))) AS pos
+        FROM base AS b WHERE len(b.artifacts) > 0
+        UNION ALL
+        SELECT h.f, t.round, unnest(t.artifacts), unnest(range(len(t.artifacts)))
+        FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = t.target_p
+        WHERE len(t.artifacts) > 0) AS i
+    QUALIFY row_number() OVER (PARTITION BY i.f, i.artifact ORDER BY i.round, i.pos) = 1
+),
+grown AS (
+    SELECT g.f, g.round, list(i.artifact ORDER BY i.round, i.pos) AS artifacts
+    FROM (SELECT DISTINCT i.f, i.round FROM items AS i) AS g
+    JOIN base AS b ON b.f = g.f AND g.round > b.made_round
+    JOIN items AS i ON i.f = g.f AND i.round <= g.round
+    GROUP BY g.f, g.round
+),
+events AS (
+    SELECT b.f, b.made_round AS round, b.first_recorded_at AS at FROM base AS b WHERE b.made_round > 0
+    UNION ALL
+    SELECT c.f, c.round, c.at FROM closings AS c
+    UNION ALL
+    SELECT g.f, g.round, t.commit_time  -- the commit of the duplicate that grew it
+    FROM grown AS g JOIN base AS b ON b.f = g.f JOIN _tm_yt AS t ON t.k = b.k AND t.round = g.round
+),
+stamped AS (
+    SELECT e.round, e.at, b.*, c.f IS NOT NULL AS closed, c.valid_to AS closed_to, c.at AS closed_at,
+           c.by_id, c.by_object, g.artifacts AS grown_artifacts
+    FROM events AS e
+    JOIN base AS b ON b.f = e.f
+    ASOF LEFT JOIN closings AS c ON c.f = e.f AND e.round >= c.round
+    ASOF LEFT JOIN grown AS g ON g.f = e.f AND e.round >= g.round
+)
+SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
+       CASE WHEN s.closed THEN s.closed_to ELSE s.valid_to END AS valid_to, s.valid_from_inferred, s.retracted_at,
+       CASE WHEN s.closed THEN s.closed_at ELSE s.superseded_at END AS superseded_at,
+       CASE WHEN s.closed THEN s.by_id ELSE s.superseded_by END AS superseded_by,
+       CASE WHEN s.closed THEN 'superseded' ELSE s.status END AS status,
+       CASE WHEN s.closed THEN format('superseded by fact {} ({})', s.by_id, s.by_object) ELSE s.reason END AS reason,
+       coalesce(s.grown_artifacts, s.artifacts) AS artifacts, s.first_recorded_at, s.at AS last_recorded_at,
+       true AS emitted
+FROM stamped AS s;
+
+INSERT INTO _tm_landed
+SELECT t.op, h.fact_id, h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.p);
+
+DELETE FROM _tm_state WHERE f IN (SELECT e.f FROM _tm_xe AS e);
+
+INSERT INTO _tm_state
+SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
+SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round;
+
+CREATE OR REPLACE TEMP TABLE _tm_xtaken AS SELECT t.k, count(*) AS taken FROM _tm_yt AS t GROUP BY t.k;
