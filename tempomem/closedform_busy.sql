@@ -25,11 +25,19 @@
 -- of 2^(m+1) are halved, and each operation in a block's second half asks the first half's
 -- facts with an ASOF join; every earlier p is in exactly one such half. n log n rows.
 --
--- Which operations merged is what is being decided, so the driver iterates: from a guess (all
--- new facts), each operation is decided against the guess, and the decisions are the next
--- guess. An operation decided against a guess right about every operation before it is right,
--- so a key's operations up to its first that changed in the last iteration are right, and
--- the pass takes them. The rest wait for the next pass.
+-- Which operations merged is what is being decided, so the driver iterates: from a guess, each
+-- operation is decided against the guess, and the decisions are the next guess. An operation
+-- decided against a guess right about every operation before it is right, so a key's
+-- operations up to its first that changed in the last iteration are right, and the pass takes
+-- them. The rest wait for the next pass.
+-- The guess starts right about the operations that decide the most: those starting at or after
+-- every fact made before them (the frontier), whose own decisions depend on nothing else. One
+-- that starts at or after the latest start F made, of another object, is made next; all in
+-- between merge into F's fact (same object) or start before F. So the frontier's new facts are
+-- a chain, each operation's `nxt` the first later one starting at or after it of another
+-- object, followed from each key's first by pointer doubling (log n joins). The other
+-- operations are guessed to merge: nearly all do when a key has few values, and with many
+-- values few decisions depend on another.
 -- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`.
 
 -- @part busy_setup
@@ -82,8 +90,7 @@ FROM keyed AS y
 LEFT JOIN misfits AS m ON m.k = y.k
 WHERE y.round < coalesce(m.round, y.round + 1);
 
--- The facts and operations of the taken keys as points `p` (see the top), each operation
--- guessed a new fact (`made`). `stored_to` is a believed fact's end; an operation's fact ends
+-- The facts and operations of the taken keys as points `p` (see the top); `made` is the guess. `stored_to` is a believed fact's end; an operation's fact ends
 -- where a later start cuts it, which the fact holding a start never has yet.
 CREATE OR REPLACE TEMP TABLE _tm_yp AS
 WITH stored AS (
@@ -104,6 +111,81 @@ LEFT JOIN counted AS c ON c.k = y.k;
 CREATE OR REPLACE TEMP TABLE _tm_ylevels AS
 SELECT CAST(r.m AS INTEGER) AS m
 FROM range(0, (SELECT coalesce(CAST(ceil(log2(max(p.p) + 1)) AS BIGINT), 0) FROM _tm_yp AS p)) AS r(m);
+
+-- @part busy_frontier
+-- `nxt` of each operation: the first later one starting at or after it of another object.
+-- Level by level as above, the later half's operations taken in start order from the latest:
+-- `i1` the least p so far and `o1` its object, `i2` the least p so far of another object than
+-- `o1` (over a segment where `o1` holds: the least p before it, of another object, or one in
+-- it). An operation's answer is `i1` unless `o1` is its own object, then `i2`. Operations
+-- sharing a start share an object (busy_setup), so a start is one row.
+CREATE OR REPLACE TEMP TABLE _tm_yj AS
+WITH ops AS (SELECT q.k, q.p, q.s, q.object FROM _tm_yp AS q WHERE q.round IS NOT NULL),
+later AS (
+    SELECT o.k, l.m, o.p >> (l.m + 1) AS blk, o.s, any_value(o.object) AS object, min(o.p) AS p
+    FROM ops AS o
+    JOIN _tm_ylevels AS l ON (o.p >> l.m) & 1 = 1
+    GROUP BY o.k, l.m, blk, o.s
+),
+ranked AS (
+    SELECT x.*, min(x.p) OVER w AS i1, arg_min(x.object, x.p) OVER w AS o1
+    FROM later AS x
+    WINDOW w AS (PARTITION BY x.k, x.m, x.blk ORDER BY x.s DESC ROWS UNBOUNDED PRECEDING)
+),
+segmented AS (
+    SELECT r.*, lag(r.i1) OVER w AS i1_before,
+           CAST(r.o1 IS DISTINCT FROM lag(r.o1) OVER w AS INTEGER) AS opens
+    FROM ranked AS r
+    WINDOW w AS (PARTITION BY r.k, r.m, r.blk ORDER BY r.s DESC)
+),
+numbered AS (
+    SELECT g.*, sum(g.opens) OVER (PARTITION BY g.k, g.m, g.blk ORDER BY g.s DESC ROWS UNBOUNDED PRECEDING) AS seg
+    FROM segmented AS g
+),
+summed AS (
+    SELECT n.k, n.m, n.blk, n.s, n.i1, n.o1,
+           least(first_value(n.i1_before) OVER w, min(n.p) FILTER (WHERE n.object <> n.o1) OVER w) AS i2
+    FROM numbered AS n
+    WINDOW w AS (PARTITION BY n.k, n.m, n.blk, n.seg ORDER BY n.s DESC ROWS UNBOUNDED PRECEDING)
+),
+asked AS (
+    SELECT o.k, l.m, o.p >> (l.m + 1) AS blk, o.p, o.s, o.object
+    FROM ops AS o
+    JOIN _tm_ylevels AS l ON (o.p >> l.m) & 1 = 0
+)
+SELECT q.k, q.p, min(CASE WHEN x.o1 <> q.object THEN x.i1 ELSE x.i2 END) AS nxt
+FROM asked AS q
+ASOF JOIN summed AS x ON x.k = q.k AND x.m = q.m AND x.blk = q.blk AND q.s <= x.s
+GROUP BY q.k, q.p
+HAVING min(CASE WHEN x.o1 <> q.object THEN x.i1 ELSE x.i2 END) IS NOT NULL;
+
+-- Each key's first new fact of the frontier: its first operation starting at or after its
+-- latest-starting stored fact, of another object or at or after that fact's end; with no
+-- stored fact, its first operation. The chain grows from it.
+CREATE OR REPLACE TEMP TABLE _tm_ychain AS
+WITH top AS (
+    SELECT t.k, max_by({'s': t.s, 'object': t.object, 'stored_to': t.stored_to}, t.s) AS f
+    FROM _tm_yp AS t WHERE t.round IS NULL GROUP BY t.k
+)
+SELECT o.k, min(o.p) AS p
+FROM _tm_yp AS o
+LEFT JOIN top AS t ON t.k = o.k
+WHERE o.round IS NOT NULL
+  AND (t.k IS NULL OR (o.s >= t.f.s AND (o.object <> t.f.object OR coalesce(o.s >= t.f.stored_to, false))))
+GROUP BY o.k;
+
+-- @part busy_double
+-- Pointer doubling: `_tm_ychain` holds the chain's first 2^i facts and `_tm_yj` the 2^i-th
+-- next of each operation; the chain's next 2^i are the jumps from those.
+INSERT INTO _tm_ychain SELECT j.k, j.nxt FROM _tm_ychain AS c JOIN _tm_yj AS j ON j.k = c.k AND j.p = c.p;
+
+CREATE OR REPLACE TEMP TABLE _tm_yj AS
+SELECT a.k, a.p, b.nxt FROM _tm_yj AS a JOIN _tm_yj AS b ON b.k = a.k AND b.p = a.nxt;
+
+-- @part busy_seed
+UPDATE _tm_yp SET made = round IS NULL;
+
+UPDATE _tm_yp SET made = true FROM _tm_ychain AS c WHERE c.k = _tm_yp.k AND c.p = _tm_yp.p;
 
 -- @part busy_decide
 -- Each operation against the guess: the facts holding its start (`holder_p`), starting next

@@ -142,7 +142,8 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         for name in ("_tm_decisions", "_tm_ops", "_tm_payload", "_tm_state", "_tm_landed", "_tm_refused", "_tm_r",
                      "_tm_b", "_tm_landing", "_tm_acts", "_tm_final", "_tm_corrections", "_tm_u", "_tm_xk", "_tm_xb",
                      "_tm_xc", "_tm_xt", "_tm_xr", "_tm_xruns", "_tm_xa", "_tm_xe",
-                     "_tm_xtaken", "_tm_busy", "_tm_yk", "_tm_yo", "_tm_yp", "_tm_ylevels", "_tm_yd", "_tm_yt"):
+                     "_tm_xtaken", "_tm_busy", "_tm_yk", "_tm_yo", "_tm_yp", "_tm_ylevels", "_tm_yd", "_tm_yt",
+                     "_tm_yj", "_tm_ychain"):
             con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
@@ -217,6 +218,13 @@ def _busy_pass(con: duckdb.DuckDBPyConnection) -> bool:
         con.execute(statement)
     if con.sql("SELECT count(*) FROM _tm_yo").fetchall()[0][0] == 0:
         return False
+    for statement in _statements()["busy_frontier"]:
+        con.execute(statement)
+    while con.sql("SELECT count(*) FROM _tm_yj").fetchall()[0][0] > 0:
+        for statement in _statements()["busy_double"]:
+            con.execute(statement)
+    for statement in _statements()["busy_seed"]:
+        con.execute(statement)
     for guess in range(BUSY_GUESSES):
         for statement in _statements()["busy_decide"]:
             con.execute(statement)
