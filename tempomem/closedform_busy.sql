@@ -1,5 +1,5 @@
--- The closed form of SPEC §5 for a busy single-valued last_write_wins key: one with very many
--- operations, most of them late (driven by tempomem/rounds.py, on the tables rounds.sql
+-- The closed form of SPEC §5 for a busy single-valued key: one with very many operations, most
+-- of them late (driven by tempomem/rounds.py, on the tables rounds.sql
 -- describes). closedform.sql takes a key's late operations only until one cuts into its
 -- timeline; a status re-asserted every few minutes with a reporting lag cuts every few dozen
 -- operations, and a pass each cut made such a key quadratic. Here all of a key's leading
@@ -14,8 +14,10 @@
 --   * merges (`merge`) exactly when a believed fact of A ends after s: the fact holding s, or
 --     any fact starting at or after s (each ends after its start). It lands on the earliest
 --     recorded of them; nothing else changes but its artifacts;
---   * else is a new fact, closed at the next start after s (`close_new`), and closes the fact
---     holding s there (`close_existing`). Nothing else changes.
+--   * else, under last_write_wins, is a new fact, closed at the next start after s
+--     (`close_new`), and closes the fact holding s there (`close_existing`);
+--   * else, under reject, is refused (`refuse`) when any fact ends after s, and is a new fact
+--     when none does. Nothing else changes.
 -- What N meets is the set of facts made before it: the stored ones and the operations before it
 -- that did not merge. Number them in that order (`p`: the stored facts by first recorded_at,
 -- then the operations): the fact holding s is the latest-starting earlier p starting at or
@@ -33,7 +35,8 @@
 -- The guess starts right about the operations that decide the most: those starting at or after
 -- every fact made before them (the frontier), whose own decisions depend on nothing else. One
 -- that starts at or after the latest start F made, of another object, is made next; all in
--- between merge into F's fact (same object) or start before F. So the frontier's new facts are
+-- between merge into F's fact (same object) or start before F. (Under reject nothing is made
+-- after an open fact: the frontier is its first new fact.) So the frontier's new facts are
 -- a chain, each operation's `nxt` the first later one starting at or after it of another
 -- object, followed from each key's first by pointer doubling (log n joins). The other
 -- operations are guessed to merge: nearly all do when a key has few values, and with many
@@ -65,8 +68,8 @@ WHERE NOT coalesce(j.unfit, false) AND b.k IN (SELECT o.k FROM _tm_ops AS o);
 -- ends its key's operations.
 CREATE OR REPLACE TEMP TABLE _tm_yo AS
 WITH keyed AS (
-    SELECT o.op, o.k, o.round, o.object, o.valid_from,
-           o.kind = 'assert' AND o.rule = 'single/last_write_wins' AND o.valid_from IS NOT NULL
+    SELECT o.op, o.k, o.round, o.rule, o.object, o.valid_from,
+           o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject') AND o.valid_from IS NOT NULL
            AND o.valid_to IS NULL AND coalesce(o.commit_time > y.last_at, true) AS fits
     FROM _tm_ops AS o
     JOIN _tm_yk AS y ON y.k = o.k
@@ -85,12 +88,13 @@ misfits AS (
          ) AS m
     GROUP BY m.k
 )
-SELECT y.op, y.k, y.round
+SELECT y.op, y.k, y.round, y.rule
 FROM keyed AS y
 LEFT JOIN misfits AS m ON m.k = y.k
 WHERE y.round < coalesce(m.round, y.round + 1);
 
--- The facts and operations of the taken keys as points `p` (see the top); `made` is the guess. `stored_to` is a believed fact's end; an operation's fact ends
+-- The facts and operations of the taken keys as points `p` (see the top); `made` is the guess,
+-- `reject` an operation's rule. `stored_to` is a believed fact's end; an operation's fact ends
 -- where a later start cuts it, which the fact holding a start never has yet.
 CREATE OR REPLACE TEMP TABLE _tm_yp AS
 WITH stored AS (
@@ -100,10 +104,12 @@ WITH stored AS (
     SEMI JOIN _tm_yo AS o ON o.k = s.k
 ),
 counted AS (SELECT s.k, count(*) AS n FROM stored AS s GROUP BY s.k)
-SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.stored_to, CAST(NULL AS INTEGER) AS round, true AS made
+SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.stored_to, CAST(NULL AS INTEGER) AS round, true AS made,
+       CAST(NULL AS BOOLEAN) AS reject
 FROM stored AS s
 UNION ALL
-SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, o.valid_from, NULL, y.round, true
+SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, o.valid_from, NULL, y.round, true,
+       y.rule = 'single/reject'
 FROM _tm_yo AS y
 JOIN _tm_ops AS o ON o.op = y.op
 LEFT JOIN counted AS c ON c.k = y.k;
@@ -120,7 +126,7 @@ FROM range(0, (SELECT coalesce(CAST(ceil(log2(max(p.p) + 1)) AS BIGINT), 0) FROM
 -- it). An operation's answer is `i1` unless `o1` is its own object, then `i2`. Operations
 -- sharing a start share an object (busy_setup), so a start is one row.
 CREATE OR REPLACE TEMP TABLE _tm_yj AS
-WITH ops AS (SELECT q.k, q.p, q.s, q.object FROM _tm_yp AS q WHERE q.round IS NOT NULL),
+WITH ops AS (SELECT q.k, q.p, q.s, q.object FROM _tm_yp AS q WHERE q.round IS NOT NULL AND NOT q.reject),
 later AS (
     SELECT o.k, l.m, o.p >> (l.m + 1) AS blk, o.s, any_value(o.object) AS object, min(o.p) AS p
     FROM ops AS o
@@ -160,8 +166,8 @@ GROUP BY q.k, q.p
 HAVING min(CASE WHEN x.o1 <> q.object THEN x.i1 ELSE x.i2 END) IS NOT NULL;
 
 -- Each key's first new fact of the frontier: its first operation starting at or after its
--- latest-starting stored fact, of another object or at or after that fact's end; with no
--- stored fact, its first operation. The chain grows from it.
+-- latest-starting stored fact, of another object (under last_write_wins) or at or after that
+-- fact's end; with no stored fact, its first operation. The chain grows from it.
 CREATE OR REPLACE TEMP TABLE _tm_ychain AS
 WITH top AS (
     SELECT t.k, max_by({'s': t.s, 'object': t.object, 'stored_to': t.stored_to}, t.s) AS f
@@ -171,7 +177,8 @@ SELECT o.k, min(o.p) AS p
 FROM _tm_yp AS o
 LEFT JOIN top AS t ON t.k = o.k
 WHERE o.round IS NOT NULL
-  AND (t.k IS NULL OR (o.s >= t.f.s AND (o.object <> t.f.object OR coalesce(o.s >= t.f.stored_to, false))))
+  AND (t.k IS NULL OR (o.s >= t.f.s AND ((o.object <> t.f.object AND NOT o.reject)
+                                           OR coalesce(o.s >= t.f.stored_to, false))))
 GROUP BY o.k;
 
 -- @part busy_double
@@ -190,7 +197,7 @@ UPDATE _tm_yp SET made = true FROM _tm_ychain AS c WHERE c.k = _tm_yp.k AND c.p 
 -- @part busy_decide
 -- Each operation against the guess: the facts holding its start (`holder_p`), starting next
 -- after it (`next_p`), and the earliest recorded of its object ending after its start
--- (`target_p`: it merges there when there is one).
+-- (`target_p`: it merges there when there is one); whether it `makes` a new fact.
 CREATE OR REPLACE TEMP TABLE _tm_yd AS
 WITH made AS MATERIALIZED (  -- the made facts, each in the first half of a block at every level
     SELECT p.k, l.m, p.p >> (l.m + 1) AS blk, p.p, p.s, p.object
@@ -219,8 +226,9 @@ near AS (
            min(f.first_p) AS first_p
     FROM found AS f GROUP BY f.k, f.p
 )
-SELECT q.k, q.p, q.f, q.round, q.s, q.object, q.made, h.p AS holder_p, n.next_p,
-       least(CASE WHEN h.object = q.object THEN h.p END, n.first_p) AS target_p
+SELECT q.k, q.p, q.f, q.round, q.s, q.object, q.made, q.reject, h.p AS holder_p, n.next_p,
+       least(CASE WHEN h.object = q.object THEN h.p END, n.first_p) AS target_p,
+       target_p IS NULL AND NOT (q.reject AND (h.p IS NOT NULL OR n.next_p IS NOT NULL)) AS makes
 FROM _tm_yp AS q
 LEFT JOIN near AS n ON n.k = q.k AND n.p = q.p
 LEFT JOIN _tm_yp AS h ON h.k = q.k AND h.p = n.below_p AND coalesce(h.stored_to > q.s, true)
@@ -228,7 +236,7 @@ WHERE q.round IS NOT NULL;
 
 -- @part busy_next
 -- The decisions are the next guess.
-UPDATE _tm_yp SET made = d.target_p IS NULL
+UPDATE _tm_yp SET made = d.makes
 FROM _tm_yd AS d
 WHERE d.k = _tm_yp.k AND d.p = _tm_yp.p;
 
@@ -238,7 +246,7 @@ CREATE OR REPLACE TEMP TABLE _tm_yt AS
 SELECT d.*, o.op, o.commit_time, o.valid_from_inferred, o.reason, o.artifacts, o.new_id
 FROM _tm_yd AS d
 JOIN _tm_ops AS o ON o.op = d.f
-LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> (d.target_p IS NULL) GROUP BY d.k) AS w
+LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> d.makes GROUP BY d.k) AS w
        ON w.k = d.k
 WHERE d.round < coalesce(w.round, d.round + 1);
 
@@ -256,7 +264,7 @@ WITH base AS (  -- each fact an event touches, as made or stored (`made_round` 0
            t.artifacts, t.commit_time AS first_recorded_at, t.round AS made_round
     FROM _tm_yt AS t
     LEFT JOIN _tm_yp AS n ON n.k = t.k AND n.p = t.next_p
-    WHERE t.target_p IS NULL
+    WHERE t.makes
     UNION ALL
     SELECT s.f, s.fact_id, s.k, s.object, s.valid_from, s.valid_to, s.valid_from_inferred, s.retracted_at,
            s.superseded_at, s.superseded_by, s.status, s.reason, s.artifacts, s.first_recorded_at, 0
@@ -268,7 +276,7 @@ closings AS (  -- a new fact closing the fact holding its start
     SELECT h.f, t.round, t.s AS valid_to, t.commit_time AS at, t.new_id AS by_id, t.object AS by_object
     FROM _tm_yt AS t
     JOIN _tm_yp AS h ON h.k = t.k AND h.p = t.holder_p
-    WHERE t.target_p IS NULL
+    WHERE t.makes
 ),
 items AS (  -- each artifact of a fact where it first appears: as made, or added by a duplicate
     SELECT i.* FROM (
@@ -314,7 +322,18 @@ SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
 FROM stamped AS s;
 
 INSERT INTO _tm_landed
-SELECT t.op, h.fact_id, h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.p);
+SELECT t.op, h.fact_id, h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.p)
+WHERE t.makes OR t.target_p IS NOT NULL;
+
+-- Refused (reject): the facts its value overlaps, those ending after its start (the one holding
+-- it and those made before it starting after it), earliest recorded first.
+INSERT INTO _tm_refused
+SELECT t.op, 'conflict', t.new_id,
+       string_agg(c.fact_id, ', ' ORDER BY c.p), string_agg(format('''{}''', c.object), ', ' ORDER BY c.p)
+FROM _tm_yt AS t
+JOIN _tm_yp AS c ON c.k = t.k AND c.made AND c.p < t.p AND (c.s > t.s OR c.p = t.holder_p)
+WHERE NOT t.makes AND t.target_p IS NULL
+GROUP BY t.op, t.new_id;
 
 DELETE FROM _tm_state WHERE f IN (SELECT e.f FROM _tm_xe AS e);
 

@@ -64,7 +64,7 @@ _UNBOUNDED = 2**31 - 1
 #: reads every operation left, so it must take a round's worth (one per key left) to go on.
 ALTERNATE_FROM = 10_000
 
-#: A last_write_wins key with more than this many operations in a batch is busy: each pass
+#: A single-valued key with more than this many operations in a batch is busy: each pass
 #: first decides its leading operations all at once (``closedform_busy.sql``), where the closed
 #: form stops at every late operation that cuts into the timeline.
 BUSY_FROM = 64
@@ -228,7 +228,7 @@ def _busy_pass(con: duckdb.DuckDBPyConnection) -> bool:
     for guess in range(BUSY_GUESSES):
         for statement in _statements()["busy_decide"]:
             con.execute(statement)
-        wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE made <> (target_p IS NULL)").fetchall()[0][0]
+        wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE made <> makes").fetchall()[0][0]
         if wrong == 0 or guess == BUSY_GUESSES - 1:
             break
         for statement in _statements()["busy_next"]:
@@ -275,7 +275,7 @@ def _prepare(con: duckdb.DuckDBPyConnection, default_policy: str, nonce: int) ->
         LEFT JOIN _tm_rules_in AS r ON r.predicate = o.predicate""",
                 {"default_rule": default_rule, "nonce": nonce})
     con.execute("CREATE OR REPLACE TEMP TABLE _tm_busy AS SELECT DISTINCT k FROM _tm_ops "
-                "WHERE round > $busy AND rule = 'single/last_write_wins'", {"busy": BUSY_FROM})
+                "WHERE round > $busy AND rule <> 'multi'", {"busy": BUSY_FROM})
     con.execute(f"CREATE OR REPLACE TEMP TABLE _tm_payload AS SELECT op, {', '.join(PAYLOAD_COLUMNS)} "
                 "FROM _tm_ops_in WHERE kind = 'assert'")
     # A stored fact's `f` is its negated place in `_tm_stored`: a window numbering the rows

@@ -331,6 +331,41 @@ def test_a_busy_status_key_is_settled_in_one_pass_of_a_few_guesses(tmp_path, mon
     assert parts.count("round") == 0
 
 
+def test_a_busy_reject_key_merges_its_repeats_and_refuses_a_conflict(tmp_path, monkeypatch):
+    """Hand-checked, a key under ``reject`` decided as a busy one (closedform_busy.sql): 300
+    re-assertions of one value, late or not, land on the one fact with their new artifacts in
+    first-seen order, in one pass and no round; then a batch whose one late row has another
+    value fails whole with the fact it overlaps named, and writes nothing."""
+    monkeypatch.setattr(rounds, "BUSY_FROM", 0)
+    parts = []
+    real = rounds._statements()
+
+    class Seen(dict):
+        def __getitem__(self, part):
+            parts.append(part)
+            return super().__getitem__(part)
+
+    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    mem = _open(tmp_path / "s", TestClock("2026-03-01"))
+    log = [{"subject": "k", "predicate": "r", "object": "x", "valid_from": _BASE + (i % 7) * _DAY,
+            "recorded_at": ts("2026-01-01") + timedelta(minutes=i), "artifacts": [f"a{i % 3}"]} for i in range(300)]
+    mem.backfill(log, resolve=True)
+    assert parts.count("busy_setup") == 1 and parts.count("round") == 0
+    history = mem.history("k", revisions=True).sort("revision")
+    # the first row makes the fact; the next two add a1 then a2, the rest add nothing
+    assert [(r["revision"], r["valid_from"], list(r["artifacts"])) for r in history.iter_rows(named=True)] == [
+        (1, _BASE, ["a0"]), (2, _BASE, ["a0", "a1"]), (3, _BASE, ["a0", "a1", "a2"])]
+    fact = history["fact_id"][0]
+    rows = [{"subject": "k", "predicate": "r", "object": "x", "valid_from": _BASE + d * _DAY} for d in range(9)]
+    rows.insert(4, {"subject": "k", "predicate": "r", "object": "y", "valid_from": _BASE + 3.5 * _DAY})
+    monkeypatch.setattr(engine, "SET_BASED_FROM", 0)
+    parts.clear()
+    with pytest.raises(tm.ConflictError, match=f"'y' overlaps 'x' \\(fact {fact}\\)"):
+        mem.assert_many(rows)
+    assert parts.count("busy_setup") == 1 and parts.count("round") == 0
+    assert mem.history("k", revisions=True).height == 3
+
+
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
     """Hand-checked: one key asserted three times in one batch; only final states are beliefs."""
     clock = TestClock("2026-02-01")
