@@ -3,6 +3,7 @@
     python benchmarks/bench_writes.py replay --keys 1000000          # 10M-row log, resolve=True vs False
     python benchmarks/bench_writes.py replay --keys 1000000 --heavy 100000   # one key holds 100k rows
     python benchmarks/bench_writes.py replay --keys 100000 --heavy 2000 --heavy-single  # a single-valued one
+    python benchmarks/bench_writes.py replay --keys 100000 --heavy 2000 --heavy-reject  # one value, reject
     python benchmarks/bench_writes.py many --store 10000000          # assert_many of 100k rows (the store
                                                                      # replayed; --as-given: loaded as given)
     python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50 (and a new process's
@@ -16,7 +17,9 @@ the keys multi-valued), every row with its own belief time, the keys' assertions
 in belief-time order, a start ~3 days (exponential) before the belief, 5 % arriving 30x late,
 and five values a key. ``--heavy N`` gives key 0 N of the rows; key 0 is multi-valued (as every
 tenth key is), unless ``--heavy-single`` makes it single-valued: its rows, hours apart or less and
-each ~3 days late, then mostly arrive out of order of start, the replay's worst shape. The skewed log
+each ~3 days late, then mostly arrive out of order of start, the replay's worst shape; with
+``--heavy-reject`` key 0 is a ``reject`` predicate's, one value re-asserted (a fact an agent
+extracts again and again, which no later row may contradict). The skewed log
 is loaded both ways, each against the uniform log's same load. Every timed run is a fresh
 spawned process, so its peak RSS is its own; figures are medians of ``--runs``.
 """
@@ -50,7 +53,7 @@ _YEAR_US = 365 * 86400 * 10**6
 
 
 def generate_log(path: Path, keys: int, per_key: int, heavy: int = 0, seed: int = 7,
-                 heavy_single: bool = False) -> int:
+                 heavy_single: bool = False, heavy_reject: bool = False) -> int:
     """Write the replay log (see the module doc) to ``path``; return its rows."""
     rng = np.random.default_rng(seed)
     n = keys * per_key
@@ -64,8 +67,10 @@ def generate_log(path: Path, keys: int, per_key: int, heavy: int = 0, seed: int 
     lag[rng.random(n) < 0.05] *= 30
     table = pa.table({
         "subject": pa.array(np.char.add("svc-", key.astype(str))),
-        "predicate": pa.array(np.where((key % 10 == 0) & ~(heavy_single & (key == 0)), "works_on", "instance_type")),
-        "object": pa.array(np.char.add("v", rng.integers(0, 5, n).astype(str))),
+        "predicate": pa.array(np.where(heavy_reject & (key == 0), "born_on",
+                                       np.where((key % 10 == 0) & ~(heavy_single & (key == 0)), "works_on",
+                                                "instance_type"))),
+        "object": pa.array(np.char.add("v", np.where(heavy_reject & (key == 0), 0, rng.integers(0, 5, n)).astype(str))),
         "valid_from": pa.array((recorded - lag).astype("datetime64[us]")).cast(_US),
         "recorded_at": pa.array(recorded.astype("datetime64[us]")).cast(_US),
     })
@@ -74,7 +79,9 @@ def generate_log(path: Path, keys: int, per_key: int, heavy: int = 0, seed: int 
 
 
 def _open(folder: str) -> tm.Memory:
-    return tm.open(folder, create=True, predicates={"works_on": "multi"})
+    mem = tm.open(folder, create=True, predicates={"works_on": "multi"})
+    mem.declare("born_on", "single", policy="reject")
+    return mem
 
 
 def _timed(task: str, *args: object) -> dict[str, float]:
@@ -133,7 +140,8 @@ def replay(args: argparse.Namespace) -> None:
         _line("backfill(resolve=True)", resolved, rows, given)
         if args.heavy:
             skewed = Path(tmp, "skewed.parquet")
-            generate_log(skewed, args.keys, args.per_key, heavy=args.heavy, heavy_single=args.heavy_single)
+            generate_log(skewed, args.keys, args.per_key, heavy=args.heavy, heavy_single=args.heavy_single,
+                         heavy_reject=args.heavy_reject)
             skewed_given = [_timed("load", str(skewed), False) for _ in range(args.runs)]
             _line(f"backfill(resolve=False), one key {args.heavy:,} rows", skewed_given, rows, given)
             runs = [_timed("load", str(skewed), True) for _ in range(args.runs)]
@@ -372,6 +380,7 @@ def main() -> None:
     p.add_argument("--per-key", type=int, default=10)
     p.add_argument("--heavy", type=int, default=0)
     p.add_argument("--heavy-single", action="store_true")
+    p.add_argument("--heavy-reject", action="store_true")
     for name in ("many", "fact"):
         p = sub.add_parser(name)
         p.add_argument("--store", type=int, default=10_000_000)
