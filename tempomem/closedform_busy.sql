@@ -5,10 +5,14 @@
 -- operations, and a pass each cut made such a key quadratic. Here all of a key's leading
 -- operations are decided at once.
 --
--- A key qualifies when its believed facts have known starts, are not empty and do not overlap.
--- Its leading operations are taken while each is an assertion with a known start and no end,
--- recorded after every stored revision of its key, that starts where no other object has
--- started before (a shared start with another object retracts a fact: the rounds apply it).
+-- A key qualifies when its believed facts are not empty and do not overlap (a NULL start is the
+-- earliest: -infinity here). Its leading operations are taken while each is an assertion with no
+-- end, recorded after every stored revision of its key, that starts where no other object has
+-- started before (a shared start with another object retracts a fact: the rounds apply it). An
+-- operation with no start takes its reference time (SPEC §5 "Unknown starts": the key has a
+-- believed fact, unless it is the key's first operation and nothing is stored, which the rounds
+-- apply); one with a start given, of the object of the key's fact of unknown start, could fill
+-- that start, and ends the operations taken too.
 -- Then no fact is ever retracted, a fact is never emptied, and the believed facts stay
 -- disjoint, so that an operation N of object A starting at s:
 --   * merges (`merge`) exactly when a believed fact of A ends after s: the fact holding s, or
@@ -44,21 +48,23 @@
 -- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`.
 
 -- @part busy_setup
--- The busy keys this pass can take, with the latest recorded_at of their stored revisions.
+-- The busy keys this pass can take, with the latest recorded_at of their stored revisions,
+-- whether they have a believed fact, and the object of the one of unknown start.
 CREATE OR REPLACE TEMP TABLE _tm_yk AS
 WITH ordered AS (
-    SELECT s.k, s.valid_from, s.valid_to, s.last_recorded_at, s.emitted,
+    SELECT s.k, s.object, s.valid_from, s.valid_to, s.last_recorded_at, s.emitted,
            lag(s.f) OVER w IS NOT NULL AND coalesce(lag(s.valid_to) OVER w > s.valid_from, true) AS overlaps_before
     FROM _tm_state AS s
     SEMI JOIN _tm_busy AS b ON b.k = s.k
-    WINDOW w AS (PARTITION BY s.k ORDER BY s.valid_from, s.f)
+    WINDOW w AS (PARTITION BY s.k ORDER BY s.valid_from NULLS FIRST, s.f)
 ),
 judged AS (
     SELECT o.k, max(o.last_recorded_at) FILTER (WHERE NOT o.emitted) AS last_at,
-           bool_or(o.valid_from IS NULL OR coalesce(o.valid_to <= o.valid_from, false) OR o.overlaps_before) AS unfit
+           any_value(o.object) FILTER (WHERE o.valid_from IS NULL) AS unknown_object,
+           bool_or(coalesce(o.valid_to <= o.valid_from, false) OR o.overlaps_before) AS unfit
     FROM ordered AS o GROUP BY o.k
 )
-SELECT b.k, j.last_at
+SELECT b.k, j.last_at, j.k IS NOT NULL AS believed, j.unknown_object
 FROM _tm_busy AS b
 LEFT JOIN judged AS j ON j.k = b.k
 WHERE NOT coalesce(j.unfit, false) AND b.k IN (SELECT o.k FROM _tm_ops AS o);
@@ -68,27 +74,30 @@ WHERE NOT coalesce(j.unfit, false) AND b.k IN (SELECT o.k FROM _tm_ops AS o);
 -- ends its key's operations.
 CREATE OR REPLACE TEMP TABLE _tm_yo AS
 WITH keyed AS (
-    SELECT o.op, o.k, o.round, o.rule, o.object, o.valid_from,
-           o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject') AND o.valid_from IS NOT NULL
-           AND o.valid_to IS NULL AND coalesce(o.commit_time > y.last_at, true) AS fits
+    SELECT o.op, o.k, o.round, o.rule, o.object, coalesce(o.valid_from, o.reference_time, o.commit_time) AS s,
+           o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject') AND o.valid_to IS NULL
+           AND (o.valid_from IS NOT NULL OR y.believed OR o.round > 1)
+           AND (o.valid_from_inferred OR o.object IS DISTINCT FROM y.unknown_object)
+           AND coalesce(o.commit_time > y.last_at, true) AS fits
     FROM _tm_ops AS o
     JOIN _tm_yk AS y ON y.k = o.k
 ),
 starts AS (
-    SELECT s.k, s.valid_from, s.object, 0 AS round FROM _tm_state AS s SEMI JOIN _tm_yk AS y ON y.k = s.k
+    SELECT s.k, coalesce(s.valid_from, '-infinity') AS s, s.object, 0 AS round
+    FROM _tm_state AS s SEMI JOIN _tm_yk AS y ON y.k = s.k
     UNION ALL
-    SELECT y.k, y.valid_from, y.object, y.round FROM keyed AS y WHERE y.fits
+    SELECT y.k, y.s, y.object, y.round FROM keyed AS y WHERE y.fits
 ),
 misfits AS (
     SELECT m.k, min(m.round) AS round
     FROM (SELECT y.k, y.round FROM keyed AS y WHERE NOT y.fits
           UNION ALL
           SELECT t.k, t.round FROM starts AS t
-          QUALIFY t.object IS DISTINCT FROM first_value(t.object) OVER (PARTITION BY t.k, t.valid_from ORDER BY t.round)
+          QUALIFY t.object IS DISTINCT FROM first_value(t.object) OVER (PARTITION BY t.k, t.s ORDER BY t.round)
          ) AS m
     GROUP BY m.k
 )
-SELECT y.op, y.k, y.round, y.rule
+SELECT y.op, y.k, y.round, y.rule, y.s
 FROM keyed AS y
 LEFT JOIN misfits AS m ON m.k = y.k
 WHERE y.round < coalesce(m.round, y.round + 1);
@@ -98,7 +107,7 @@ WHERE y.round < coalesce(m.round, y.round + 1);
 -- where a later start cuts it, which the fact holding a start never has yet.
 CREATE OR REPLACE TEMP TABLE _tm_yp AS
 WITH stored AS (
-    SELECT s.k, s.f, s.fact_id, s.object, s.valid_from AS s, s.valid_to AS stored_to,
+    SELECT s.k, s.f, s.fact_id, s.object, coalesce(s.valid_from, '-infinity') AS s, s.valid_to AS stored_to,
            CAST(row_number() OVER (PARTITION BY s.k ORDER BY s.first_recorded_at, s.fact_id) - 1 AS INTEGER) AS p
     FROM _tm_state AS s
     SEMI JOIN _tm_yo AS o ON o.k = s.k
@@ -108,7 +117,7 @@ SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.stored_to, CAST(NULL AS INTEGE
        CAST(NULL AS BOOLEAN) AS reject
 FROM stored AS s
 UNION ALL
-SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, o.valid_from, NULL, y.round, true,
+SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, y.s, NULL, y.round, true,
        y.rule = 'single/reject'
 FROM _tm_yo AS y
 JOIN _tm_ops AS o ON o.op = y.op

@@ -163,27 +163,35 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
     emitted: list[pa.Table] = []
     offset = 0
     ops_left, keys_left, rounds_left = _left(con)
+    # busy keys the busy pass may still take: it tries again after one round (a key's first
+    # operation of unknown start, say, is a round's), not after two tries that took nothing
     busy = con.sql("SELECT count(*) FROM _tm_busy").fetchall()[0][0] > 0
+    idle = 0
     window = _UNBOUNDED
     while True:
         taken_busy = 0
-        if busy and _busy_pass(con):
-            offset, taken_busy, _ = _collect(con, emitted, offset, ops_left)
-            ops_left, keys_left, rounds_left = _left(con)
-            if ops_left == 0:
-                return emitted
+        if busy:
+            if _busy_pass(con):
+                offset, taken_busy, _ = _collect(con, emitted, offset, ops_left)
+                ops_left, keys_left, rounds_left = _left(con)
+                if ops_left == 0:
+                    return emitted
+                idle = 0
+            else:
+                idle += 1
+                busy = idle < 2
         for statement in _statements()["runs"]:
             con.execute(statement, {"window": window} if "$window" in statement else None)
         offset, taken, busiest = _collect(con, emitted, offset, ops_left)
         window = 4 * window if busiest >= window else WINDOW_FROM
         ops_left, keys, last = _left(con)
         taken += taken_busy
-        if taken == 0 or (taken < keys_left and taken + ops_left >= ALTERNATE_FROM):
+        if not busy and (taken == 0 or (taken < keys_left and taken + ops_left >= ALTERNATE_FROM)):
             _rounds(con, emitted, offset, last)
             return emitted
         if last == 0:
             return emitted
-        if last == rounds_left:
+        if taken == 0 or last == rounds_left:
             _rounds(con, emitted, offset, 1)
             offset, last = offset + 1, last - 1
             for statement in _statements()["advance"]:

@@ -366,6 +366,41 @@ def test_a_busy_reject_key_merges_its_repeats_and_refuses_a_conflict(tmp_path, m
     assert mem.history("k", revisions=True).height == 3
 
 
+def test_a_busy_key_of_unknown_starts_is_decided_at_once(tmp_path, monkeypatch):
+    """Hand-checked, SPEC §5 "Unknown starts" on a key decided as a busy one: a replayed log with
+    no valid_from (recorded a day apart: a a b b a) keeps the first fact's start unknown (a round
+    applies that row) and starts every later one at its belief time, then one busy pass takes
+    the rest. A later row that gives a start to the unknown one's object fills it (the rounds)."""
+    monkeypatch.setattr(rounds, "BUSY_FROM", 0)
+    parts = []
+    real = rounds._statements()
+
+    class Seen(dict):
+        def __getitem__(self, part):
+            parts.append(part)
+            return super().__getitem__(part)
+
+    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    mem = _open(tmp_path / "s", TestClock("2026-03-01"))
+
+    def day(d):
+        return ts("2026-01-01") + d * _DAY
+
+    mem.backfill([{"subject": "k", "predicate": "p", "object": o, "recorded_at": day(i)}
+                  for i, o in enumerate("aabba")], resolve=True)
+    assert parts.count("round") == 1 and parts.count("busy_emit") == 1
+
+    def facts():
+        return [(r["object"], r["valid_from"], r["valid_to"], r["valid_from_inferred"], r["status"])
+                for r in mem.sql("SELECT * FROM facts ORDER BY valid_from NULLS FIRST").pl().iter_rows(named=True)]
+
+    assert facts() == [("a", None, day(2), True, "superseded"), ("b", day(2), day(4), True, "superseded"),
+                       ("a", day(4), None, True, "live")]
+    mem.backfill([{"subject": "k", "predicate": "p", "object": "a", "valid_from": ts("2025-12-20"),
+                   "recorded_at": day(5)}], resolve=True)
+    assert facts()[0] == ("a", ts("2025-12-20"), day(2), False, "superseded")
+
+
 def test_a_large_batch_lands_like_one_by_one(tmp_path, monkeypatch):
     """Hand-checked: one key asserted three times in one batch; only final states are beliefs."""
     clock = TestClock("2026-02-01")
