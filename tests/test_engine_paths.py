@@ -93,6 +93,20 @@ def _run(mem: tm.Memory, clock: TestClock, steps) -> list[str]:
     return outcomes
 
 
+def _parts_read(monkeypatch) -> list[str]:
+    """The names of the SQL parts the set-based path reads from now on, in order (a list that grows)."""
+    parts: list[str] = []
+    real = rounds._statements()
+
+    class Seen(dict):
+        def __getitem__(self, part):
+            parts.append(part)
+            return super().__getitem__(part)
+
+    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    return parts
+
+
 def _both_paths(folder, monkeypatch, steps, busy=False) -> tuple[tm.Memory, tm.Memory]:
     """Run the steps on the one-row path and on the set-based path (``busy``: every
     last_write_wins key decided as a busy one, closedform_busy.sql); assert the same outcomes
@@ -249,15 +263,7 @@ def test_passes_that_read_a_few_operations_a_key_change_nothing(tmp_path, monkey
         log.append({"subject": key, "predicate": "m" if key == "multi" else "p", "object": rng.choice("xyz"),
                     "valid_from": recorded - timedelta(minutes=rng.choice([0, 0, 1, 5, 20, 60])),
                     "recorded_at": recorded})
-    parts = []
-    real = rounds._statements()
-
-    class Seen(dict):
-        def __getitem__(self, part):
-            parts.append(part)
-            return super().__getitem__(part)
-
-    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    parts = _parts_read(monkeypatch)
     monkeypatch.setattr(rounds, "BUSY_FROM", 10**9)  # the busy key's closed form would take "busy"
     stores, passes = {}, {}
     for window in (2, 10**6):
@@ -316,15 +322,7 @@ def test_a_busy_status_key_is_settled_in_one_pass_of_a_few_guesses(tmp_path, mon
     log = [{"subject": "status", "predicate": "p", "object": rng.choice("xy"),
             "valid_from": at + timedelta(seconds=300 * i - rng.randrange(1, 40_000)),
             "recorded_at": at + timedelta(days=1, seconds=300 * i)} for i in range(600)]
-    parts = []
-    real = rounds._statements()
-
-    class Seen(dict):
-        def __getitem__(self, part):
-            parts.append(part)
-            return super().__getitem__(part)
-
-    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    parts = _parts_read(monkeypatch)
     mem = _open(tmp_path / "s", TestClock("2026-02-01"))
     mem.backfill(log, resolve=True)
     assert parts.count("busy_setup") == 1 and 1 <= parts.count("busy_decide") <= 4
@@ -337,15 +335,7 @@ def test_a_busy_reject_key_merges_its_repeats_and_refuses_a_conflict(tmp_path, m
     first-seen order, in one pass and no round; then a batch whose one late row has another
     value fails whole with the fact it overlaps named, and writes nothing."""
     monkeypatch.setattr(rounds, "BUSY_FROM", 0)
-    parts = []
-    real = rounds._statements()
-
-    class Seen(dict):
-        def __getitem__(self, part):
-            parts.append(part)
-            return super().__getitem__(part)
-
-    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    parts = _parts_read(monkeypatch)
     mem = _open(tmp_path / "s", TestClock("2026-03-01"))
     log = [{"subject": "k", "predicate": "r", "object": "x", "valid_from": _BASE + (i % 7) * _DAY,
             "recorded_at": ts("2026-01-01") + timedelta(minutes=i), "artifacts": [f"a{i % 3}"]} for i in range(300)]
@@ -372,15 +362,7 @@ def test_a_busy_key_of_unknown_starts_is_decided_at_once(tmp_path, monkeypatch):
     applies that row) and starts every later one at its belief time, then one busy pass takes
     the rest. A later row that gives a start to the unknown one's object fills it (the rounds)."""
     monkeypatch.setattr(rounds, "BUSY_FROM", 0)
-    parts = []
-    real = rounds._statements()
-
-    class Seen(dict):
-        def __getitem__(self, part):
-            parts.append(part)
-            return super().__getitem__(part)
-
-    monkeypatch.setattr(rounds, "_statements", lambda: Seen(real))
+    parts = _parts_read(monkeypatch)
     mem = _open(tmp_path / "s", TestClock("2026-03-01"))
 
     def day(d):
