@@ -6,27 +6,31 @@
 -- operations are decided at once.
 --
 -- A key qualifies when its believed facts are not empty and do not overlap (a NULL start is the
--- earliest: -infinity here). Its leading operations are taken while each is an assertion with no
--- end, recorded after every stored revision of its key, that starts where no other object has
+-- earliest: -infinity here). Its leading operations are taken while each is an assertion of a
+-- non-empty interval, recorded after every stored revision of its key, that starts where no other object has
 -- started before (a shared start with another object retracts a fact: the rounds apply it). An
 -- operation with no start takes its reference time (SPEC §5 "Unknown starts": the key has a
 -- believed fact, unless it is the key's first operation and nothing is stored, which the rounds
 -- apply); one with a start given, of the object of the key's fact of unknown start, could fill
 -- that start, and ends the operations taken too.
 -- Then no fact is ever retracted, a fact is never emptied, and the believed facts stay
--- disjoint, so that an operation N of object A starting at s:
---   * merges (`merge`) exactly when a believed fact of A ends after s: the fact holding s, or
---     any fact starting at or after s (each ends after its start). It lands on the earliest
---     recorded of them; nothing else changes but its artifacts;
---   * else, under last_write_wins, is a new fact, closed at the next start after s
+-- disjoint, so that an operation N of object A over [s, e) (e: its end, or none):
+--   * merges (`merge`) exactly when a believed fact of A overlaps it: the fact holding s, or any
+--     fact starting in [s, e) (each ends after its start). It lands on the earliest recorded of
+--     them; nothing else changes but its artifacts, unless N has an end and that fact has none
+--     (it takes N's end), which only the key's latest fact can be: the rounds apply that one;
+--   * else, under last_write_wins, is a new fact, closed at the next start if that is before e
 --     (`close_new`), and closes the fact holding s there (`close_existing`);
---   * else, under reject, is refused (`refuse`) when any fact ends after s, and is a new fact
+--   * else, under reject, is refused (`refuse`) when any fact overlaps it, and is a new fact
 --     when none does. Nothing else changes.
 -- What N meets is the set of facts made before it: the stored ones and the operations before it
 -- that did not merge. Number them in that order (`p`: the stored facts by first recorded_at,
 -- then the operations): the fact holding s is the latest-starting earlier p starting at or
 -- before s, the next start the earliest-starting earlier p after s, the earliest recorded fact
--- of A the least earlier p of object A starting at or after s. Each is a two-dimensional
+-- of A the least earlier p of object A starting at or after s (`first_p`). With an end e, that
+-- least p starts before e when it is less than the least starting at or after e; when it is not
+-- and some fact of A starts in [s, e), which one is earliest recorded is not known here, and the
+-- rounds apply the operation (`settled` is false). Each is a two-dimensional
 -- question (earlier, and by start), answered offline level by level: at level m, p's blocks
 -- of 2^(m+1) are halved, and each operation in a block's second half asks the first half's
 -- facts with an ASOF join; every earlier p is in exactly one such half. n log n rows.
@@ -75,7 +79,9 @@ WHERE NOT coalesce(j.unfit, false) AND b.k IN (SELECT o.k FROM _tm_ops AS o);
 CREATE OR REPLACE TEMP TABLE _tm_yo AS
 WITH keyed AS (
     SELECT o.op, o.k, o.round, o.rule, o.object, coalesce(o.valid_from, o.reference_time, o.commit_time) AS s,
-           o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject') AND o.valid_to IS NULL
+           o.valid_to AS e,
+           o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject')
+           AND coalesce(o.valid_to > coalesce(o.valid_from, o.reference_time, o.commit_time), true)
            AND (o.valid_from IS NOT NULL OR y.believed OR o.round > 1)
            AND (o.valid_from_inferred OR o.object IS DISTINCT FROM y.unknown_object)
            AND coalesce(o.commit_time > y.last_at, true) AS fits
@@ -97,27 +103,28 @@ misfits AS (
          ) AS m
     GROUP BY m.k
 )
-SELECT y.op, y.k, y.round, y.rule, y.s
+SELECT y.op, y.k, y.round, y.rule, y.s, y.e
 FROM keyed AS y
 LEFT JOIN misfits AS m ON m.k = y.k
 WHERE y.round < coalesce(m.round, y.round + 1);
 
 -- The facts and operations of the taken keys as points `p` (see the top); `made` is the guess,
--- `reject` an operation's rule. `stored_to` is a believed fact's end; an operation's fact ends
--- where a later start cuts it, which the fact holding a start never has yet.
+-- `reject` an operation's rule. `own_to` is a believed fact's end, an operation's the end it
+-- gives; a fact also ends where a later start cuts it, which the fact holding a start never
+-- has yet.
 CREATE OR REPLACE TEMP TABLE _tm_yp AS
 WITH stored AS (
-    SELECT s.k, s.f, s.fact_id, s.object, coalesce(s.valid_from, '-infinity') AS s, s.valid_to AS stored_to,
+    SELECT s.k, s.f, s.fact_id, s.object, coalesce(s.valid_from, '-infinity') AS s, s.valid_to AS own_to,
            CAST(row_number() OVER (PARTITION BY s.k ORDER BY s.first_recorded_at, s.fact_id) - 1 AS INTEGER) AS p
     FROM _tm_state AS s
     SEMI JOIN _tm_yo AS o ON o.k = s.k
 ),
 counted AS (SELECT s.k, count(*) AS n FROM stored AS s GROUP BY s.k)
-SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.stored_to, CAST(NULL AS INTEGER) AS round, true AS made,
+SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.own_to, CAST(NULL AS INTEGER) AS round, true AS made,
        CAST(NULL AS BOOLEAN) AS reject
 FROM stored AS s
 UNION ALL
-SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, y.s, NULL, y.round, true,
+SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, y.s, y.e, y.round, true,
        y.rule = 'single/reject'
 FROM _tm_yo AS y
 JOIN _tm_ops AS o ON o.op = y.op
@@ -179,7 +186,7 @@ HAVING min(CASE WHEN x.o1 <> q.object THEN x.i1 ELSE x.i2 END) IS NOT NULL;
 -- fact's end; with no stored fact, its first operation. The chain grows from it.
 CREATE OR REPLACE TEMP TABLE _tm_ychain AS
 WITH top AS (
-    SELECT t.k, max_by({'s': t.s, 'object': t.object, 'stored_to': t.stored_to}, t.s) AS f
+    SELECT t.k, max_by({'s': t.s, 'object': t.object, 'own_to': t.own_to}, t.s) AS f
     FROM _tm_yp AS t WHERE t.round IS NULL GROUP BY t.k
 )
 SELECT o.k, min(o.p) AS p
@@ -187,7 +194,7 @@ FROM _tm_yp AS o
 LEFT JOIN top AS t ON t.k = o.k
 WHERE o.round IS NOT NULL
   AND (t.k IS NULL OR (o.s >= t.f.s AND ((o.object <> t.f.object AND NOT o.reject)
-                                           OR coalesce(o.s >= t.f.stored_to, false))))
+                                           OR coalesce(o.s >= t.f.own_to, false))))
 GROUP BY o.k;
 
 -- @part busy_double
@@ -206,7 +213,9 @@ UPDATE _tm_yp SET made = true FROM _tm_ychain AS c WHERE c.k = _tm_yp.k AND c.p 
 -- @part busy_decide
 -- Each operation against the guess: the facts holding its start (`holder_p`), starting next
 -- after it (`next_p`), and the earliest recorded of its object ending after its start
--- (`target_p`: it merges there when there is one); whether it `makes` a new fact.
+-- (`target_p`: it merges there when there is one); whether it `makes` a new fact, and whether
+-- that is `settled` (see the top; an end it would give the key's latest fact, open, is the
+-- rounds' to apply too: that fact starts at the latest start made before it, `latest`).
 CREATE OR REPLACE TEMP TABLE _tm_yd AS
 WITH made AS MATERIALIZED (  -- the made facts, each in the first half of a block at every level
     SELECT p.k, l.m, p.p >> (l.m + 1) AS blk, p.p, p.s, p.object
@@ -215,7 +224,7 @@ WITH made AS MATERIALIZED (  -- the made facts, each in the first half of a bloc
     WHERE p.made
 ),
 asked AS (  -- the operations, each in the second half of a block at every level
-    SELECT q.k, l.m, q.p >> (l.m + 1) AS blk, q.p, q.s, q.object
+    SELECT q.k, l.m, q.p >> (l.m + 1) AS blk, q.p, q.s, q.own_to AS e, q.object
     FROM _tm_yp AS q
     JOIN _tm_ylevels AS l ON (q.p >> l.m) & 1 = 1
     WHERE q.round IS NOT NULL
@@ -224,24 +233,44 @@ firsts AS (  -- over the facts of an object starting at or after each one's star
     SELECT x.*, min(x.p) OVER (PARTITION BY x.k, x.m, x.blk, x.object ORDER BY x.s DESC) AS first_p FROM made AS x
 ),
 found AS (
-    SELECT q.k, q.p, b.p AS below_p, b.s AS below_s, a.p AS above_p, a.s AS above_s, o.first_p
+    SELECT q.k, q.p, b.p AS below_p, b.s AS below_s, a.p AS above_p, a.s AS above_s, o.first_p,
+           o.s AS first_from, z.first_p AS beyond_p
     FROM asked AS q
     ASOF LEFT JOIN made AS b ON b.k = q.k AND b.m = q.m AND b.blk = q.blk AND q.s >= b.s
     ASOF LEFT JOIN made AS a ON a.k = q.k AND a.m = q.m AND a.blk = q.blk AND q.s < a.s
     ASOF LEFT JOIN firsts AS o ON o.k = q.k AND o.m = q.m AND o.blk = q.blk AND o.object = q.object AND q.s <= o.s
+    ASOF LEFT JOIN firsts AS z ON z.k = q.k AND z.m = q.m AND z.blk = q.blk AND z.object = q.object AND q.e <= z.s
 ),
 near AS (
     SELECT f.k, f.p, arg_max(f.below_p, f.below_s) AS below_p, arg_min(f.above_p, f.above_s) AS next_p,
-           min(f.first_p) AS first_p
+           min(f.first_p) AS first_p, min(f.first_from) AS first_from, min(f.beyond_p) AS beyond_p
     FROM found AS f GROUP BY f.k, f.p
+),
+latest AS (
+    SELECT q.k, q.p, max(q.s) FILTER (WHERE q.made) OVER (
+               PARTITION BY q.k ORDER BY q.p ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest
+    FROM _tm_yp AS q
+),
+judged AS (
+    SELECT q.k, q.p, q.f, q.round, q.s, q.own_to AS e, q.object, q.made, q.reject, h.p AS holder_p, n.next_p,
+           x.s AS next_from, w.latest,
+           least(CASE WHEN h.object = q.object THEN h.p END,
+                 CASE WHEN q.own_to IS NULL OR n.first_p < coalesce(n.beyond_p, 2147483647) THEN n.first_p END) AS target_p,
+           NOT coalesce(n.first_from < q.own_to AND n.first_p >= coalesce(n.beyond_p, 2147483647), false) AS known
+    FROM _tm_yp AS q
+    LEFT JOIN near AS n ON n.k = q.k AND n.p = q.p
+    LEFT JOIN _tm_yp AS h ON h.k = q.k AND h.p = n.below_p AND coalesce(h.own_to > q.s, true)
+    LEFT JOIN _tm_yp AS x ON x.k = q.k AND x.p = n.next_p
+    JOIN latest AS w ON w.k = q.k AND w.p = q.p
+    WHERE q.round IS NOT NULL
 )
-SELECT q.k, q.p, q.f, q.round, q.s, q.object, q.made, q.reject, h.p AS holder_p, n.next_p,
-       least(CASE WHEN h.object = q.object THEN h.p END, n.first_p) AS target_p,
-       target_p IS NULL AND NOT (q.reject AND (h.p IS NOT NULL OR n.next_p IS NOT NULL)) AS makes
-FROM _tm_yp AS q
-LEFT JOIN near AS n ON n.k = q.k AND n.p = q.p
-LEFT JOIN _tm_yp AS h ON h.k = q.k AND h.p = n.below_p AND coalesce(h.stored_to > q.s, true)
-WHERE q.round IS NOT NULL;
+SELECT j.* EXCLUDE (known, latest),
+       j.target_p IS NULL
+           AND NOT (j.reject AND (j.holder_p IS NOT NULL OR coalesce(j.next_from < coalesce(j.e, 'infinity'), false)))
+           AS makes,
+       j.known AND NOT coalesce(j.e IS NOT NULL AND t.own_to IS NULL AND t.s = j.latest, false) AS settled
+FROM judged AS j
+LEFT JOIN _tm_yp AS t ON t.k = j.k AND t.p = j.target_p;
 
 -- @part busy_next
 -- The decisions are the next guess.
@@ -250,12 +279,14 @@ FROM _tm_yd AS d
 WHERE d.k = _tm_yp.k AND d.p = _tm_yp.p;
 
 -- @part busy_emit
--- The operations taken: each key's up to its first whose decision the last guess got wrong.
+-- The operations taken: each key's up to its first whose decision the last guess got wrong,
+-- or that is not settled.
 CREATE OR REPLACE TEMP TABLE _tm_yt AS
 SELECT d.*, o.op, o.commit_time, o.valid_from_inferred, o.reason, o.artifacts, o.new_id
 FROM _tm_yd AS d
 JOIN _tm_ops AS o ON o.op = d.f
-LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> d.makes GROUP BY d.k) AS w
+LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> d.makes OR NOT d.settled GROUP BY d.k)
+          AS w
        ON w.k = d.k
 WHERE d.round < coalesce(w.round, d.round + 1);
 
@@ -265,14 +296,15 @@ WHERE d.round < coalesce(w.round, d.round + 1);
 -- with the artifacts of its latest growth up to then.
 CREATE OR REPLACE TEMP TABLE _tm_xe AS
 WITH base AS (  -- each fact an event touches, as made or stored (`made_round` 0)
-    SELECT t.f, t.new_id AS fact_id, t.k, t.object, t.s AS valid_from, n.s AS valid_to, t.valid_from_inferred,
-           CAST(NULL AS TIMESTAMPTZ) AS retracted_at,
+    SELECT t.f, t.new_id AS fact_id, t.k, t.object, t.s AS valid_from,
+           CASE WHEN n.p IS NULL THEN t.e ELSE n.s END AS valid_to,
+           t.valid_from_inferred, CAST(NULL AS TIMESTAMPTZ) AS retracted_at,
            CASE WHEN n.p IS NOT NULL THEN t.commit_time END AS superseded_at, n.fact_id AS superseded_by,
-           CASE WHEN n.p IS NULL THEN 'live' ELSE 'superseded' END AS status,
+           CASE WHEN n.p IS NOT NULL THEN 'superseded' WHEN t.e IS NULL THEN 'live' ELSE 'ended' END AS status,
            CASE WHEN n.p IS NULL THEN t.reason ELSE format('superseded by fact {} ({})', n.fact_id, n.object) END AS reason,
            t.artifacts, t.commit_time AS first_recorded_at, t.round AS made_round
     FROM _tm_yt AS t
-    LEFT JOIN _tm_yp AS n ON n.k = t.k AND n.p = t.next_p
+    LEFT JOIN _tm_yp AS n ON n.k = t.k AND n.p = t.next_p AND n.s < coalesce(t.e, 'infinity')  -- closes it
     WHERE t.makes
     UNION ALL
     SELECT s.f, s.fact_id, s.k, s.object, s.valid_from, s.valid_to, s.valid_from_inferred, s.retracted_at,
@@ -334,13 +366,14 @@ INSERT INTO _tm_landed
 SELECT t.op, h.fact_id, h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.p)
 WHERE t.makes OR t.target_p IS NOT NULL;
 
--- Refused (reject): the facts its value overlaps, those ending after its start (the one holding
--- it and those made before it starting after it), earliest recorded first.
+-- Refused (reject): the facts its value overlaps (the one holding its start and those made
+-- before it starting inside it), earliest recorded first.
 INSERT INTO _tm_refused
 SELECT t.op, 'conflict', t.new_id,
        string_agg(c.fact_id, ', ' ORDER BY c.p), string_agg(format('''{}''', c.object), ', ' ORDER BY c.p)
 FROM _tm_yt AS t
-JOIN _tm_yp AS c ON c.k = t.k AND c.made AND c.p < t.p AND (c.s > t.s OR c.p = t.holder_p)
+JOIN _tm_yp AS c ON c.k = t.k AND c.made AND c.p < t.p
+               AND ((c.s > t.s AND c.s < coalesce(t.e, 'infinity')) OR c.p = t.holder_p)
 WHERE NOT t.makes AND t.target_p IS NULL
 GROUP BY t.op, t.new_id;
 
