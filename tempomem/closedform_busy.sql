@@ -17,8 +17,8 @@
 -- disjoint, so that an operation N of object A over [s, e) (e: its end, or none):
 --   * merges (`merge`) exactly when a believed fact of A overlaps it: the fact holding s, or any
 --     fact starting in [s, e) (each ends after its start). It lands on the earliest recorded of
---     them; nothing else changes but its artifacts, unless N has an end and that fact has none
---     (it takes N's end), which only the key's latest fact can be: the rounds apply that one;
+--     them; nothing else changes but its artifacts, unless N has an end and that fact has none:
+--     it takes N's end (`fills`), which only the key's latest fact can, once;
 --   * else, under last_write_wins, is a new fact, closed at the next start if that is before e
 --     (`close_new`), and closes the fact holding s there (`close_existing`);
 --   * else, under reject, is refused (`refuse`) when any fact overlaps it, and is a new fact
@@ -35,8 +35,9 @@
 -- of 2^(m+1) are halved, and each operation in a block's second half asks the first half's
 -- facts with an ASOF join; every earlier p is in exactly one such half. n log n rows.
 --
--- Which operations merged is what is being decided, so the driver iterates: from a guess, each
--- operation is decided against the guess, and the decisions are the next guess. An operation
+-- Which operations merged, and which gave the latest fact its end (`fill_p`, `fill_to`: from
+-- then on that fact ends there), is what is being decided, so the driver iterates: from a guess,
+-- each operation is decided against the guess, and the decisions are the next guess. An operation
 -- decided against a guess right about every operation before it is right, so a key's
 -- operations up to its first that changed in the last iteration are right, and the pass takes
 -- them. The rest wait for the next pass.
@@ -121,11 +122,11 @@ WITH stored AS (
 ),
 counted AS (SELECT s.k, count(*) AS n FROM stored AS s GROUP BY s.k)
 SELECT s.k, s.p, s.f, s.fact_id, s.object, s.s, s.own_to, CAST(NULL AS INTEGER) AS round, true AS made,
-       CAST(NULL AS BOOLEAN) AS reject
+       CAST(NULL AS BOOLEAN) AS reject, CAST(NULL AS INTEGER) AS fill_p, CAST(NULL AS TIMESTAMPTZ) AS fill_to
 FROM stored AS s
 UNION ALL
 SELECT y.k, CAST(coalesce(c.n, 0) + y.round - 1 AS INTEGER), o.op, o.new_id, o.object, y.s, y.e, y.round, true,
-       y.rule = 'single/reject'
+       y.rule = 'single/reject', NULL, NULL
 FROM _tm_yo AS y
 JOIN _tm_ops AS o ON o.op = y.op
 LEFT JOIN counted AS c ON c.k = y.k;
@@ -213,9 +214,9 @@ UPDATE _tm_yp SET made = true FROM _tm_ychain AS c WHERE c.k = _tm_yp.k AND c.p 
 -- @part busy_decide
 -- Each operation against the guess: the facts holding its start (`holder_p`), starting next
 -- after it (`next_p`), and the earliest recorded of its object ending after its start
--- (`target_p`: it merges there when there is one); whether it `makes` a new fact, and whether
--- that is `settled` (see the top; an end it would give the key's latest fact, open, is the
--- rounds' to apply too: that fact starts at the latest start made before it, `latest`).
+-- (`target_p`: it merges there when there is one); whether it `makes` a new fact or `fills` the
+-- end of the key's latest fact (open, starting at the latest start made before it, `latest`),
+-- whether that is `settled` (see the top), and whether it `agrees` with the guess.
 CREATE OR REPLACE TEMP TABLE _tm_yd AS
 WITH made AS MATERIALIZED (  -- the made facts, each in the first half of a block at every level
     SELECT p.k, l.m, p.p >> (l.m + 1) AS blk, p.p, p.s, p.object
@@ -259,24 +260,41 @@ judged AS (
            NOT coalesce(n.first_from < q.own_to AND n.first_p >= coalesce(n.beyond_p, 2147483647), false) AS known
     FROM _tm_yp AS q
     LEFT JOIN near AS n ON n.k = q.k AND n.p = q.p
-    LEFT JOIN _tm_yp AS h ON h.k = q.k AND h.p = n.below_p AND coalesce(h.own_to > q.s, true)
+    LEFT JOIN _tm_yp AS h
+           ON h.k = q.k AND h.p = n.below_p
+          AND coalesce(CASE WHEN h.fill_p < q.p THEN h.fill_to ELSE h.own_to END > q.s, true)
     LEFT JOIN _tm_yp AS x ON x.k = q.k AND x.p = n.next_p
     JOIN latest AS w ON w.k = q.k AND w.p = q.p
     WHERE q.round IS NOT NULL
+),
+decided AS (
+    SELECT j.* EXCLUDE (known, latest),
+           j.target_p IS NULL
+               AND NOT (j.reject AND (j.holder_p IS NOT NULL OR coalesce(j.next_from < coalesce(j.e, 'infinity'), false)))
+               AS makes,
+           coalesce(j.e IS NOT NULL AND t.own_to IS NULL AND coalesce(t.fill_p >= j.p, true) AND t.s = j.latest,
+                    false) AS fills,
+           t.fill_p AS target_fill_p, j.known AS settled
+    FROM judged AS j
+    LEFT JOIN _tm_yp AS t ON t.k = j.k AND t.p = j.target_p
 )
-SELECT j.* EXCLUDE (known, latest),
-       j.target_p IS NULL
-           AND NOT (j.reject AND (j.holder_p IS NOT NULL OR coalesce(j.next_from < coalesce(j.e, 'infinity'), false)))
-           AS makes,
-       j.known AND NOT coalesce(j.e IS NOT NULL AND t.own_to IS NULL AND t.s = j.latest, false) AS settled
-FROM judged AS j
-LEFT JOIN _tm_yp AS t ON t.k = j.k AND t.p = j.target_p;
+SELECT d.* EXCLUDE (target_fill_p),
+       d.made = d.makes AND d.fills = (g.p IS NOT NULL) AND (NOT d.fills OR d.target_fill_p = d.p) AS agrees
+FROM decided AS d
+LEFT JOIN _tm_yp AS g ON g.k = d.k AND g.fill_p = d.p;
 
 -- @part busy_next
--- The decisions are the next guess.
+-- The decisions are the next guess: a fact's end given by the first operation that fills it.
 UPDATE _tm_yp SET made = d.makes
 FROM _tm_yd AS d
 WHERE d.k = _tm_yp.k AND d.p = _tm_yp.p;
+
+UPDATE _tm_yp SET fill_p = NULL, fill_to = NULL WHERE fill_p IS NOT NULL;
+
+UPDATE _tm_yp SET fill_p = g.p, fill_to = g.e
+FROM (SELECT d.k, d.target_p, min(d.p) AS p, arg_min(d.e, d.p) AS e FROM _tm_yd AS d WHERE d.fills
+      GROUP BY d.k, d.target_p) AS g
+WHERE g.k = _tm_yp.k AND g.target_p = _tm_yp.p;
 
 -- @part busy_emit
 -- The operations taken: each key's up to its first whose decision the last guess got wrong,
@@ -285,14 +303,15 @@ CREATE OR REPLACE TEMP TABLE _tm_yt AS
 SELECT d.*, o.op, o.commit_time, o.valid_from_inferred, o.reason, o.artifacts, o.new_id
 FROM _tm_yd AS d
 JOIN _tm_ops AS o ON o.op = d.f
-LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE d.made <> d.makes OR NOT d.settled GROUP BY d.k)
+LEFT JOIN (SELECT d.k, min(d.round) AS round FROM _tm_yd AS d WHERE NOT (d.agrees AND d.settled) GROUP BY d.k)
           AS w
        ON w.k = d.k
 WHERE d.round < coalesce(w.round, d.round + 1);
 
 -- Every state the pass changes, one per event of a fact: made by an operation (closed at the
--- next start), closed by a later one starting inside it, or grown by a duplicate's artifacts.
--- Each state is the fact as made (or stored), closed by its latest closing up to the event,
+-- next start), given its end by a duplicate, closed by a later one starting inside it, or grown
+-- by a duplicate's artifacts. Each state is the fact as made (or stored), closed by its latest
+-- closing up to the event (which comes after its end is given, if ever) or else ended there,
 -- with the artifacts of its latest growth up to then.
 CREATE OR REPLACE TEMP TABLE _tm_xe AS
 WITH base AS (  -- each fact an event touches, as made or stored (`made_round` 0)
@@ -312,6 +331,12 @@ WITH base AS (  -- each fact an event touches, as made or stored (`made_round` 0
     FROM _tm_state AS s
     SEMI JOIN (SELECT h.f FROM _tm_yt AS t JOIN _tm_yp AS h ON h.k = t.k AND h.p = coalesce(t.target_p, t.holder_p)
                WHERE h.round IS NULL) AS h ON h.f = s.f
+),
+filled AS (  -- a duplicate with an end giving it to the open fact it merges into
+    SELECT h.f, t.round, t.e AS fill_to, t.commit_time AS at
+    FROM _tm_yt AS t
+    JOIN _tm_yp AS h ON h.k = t.k AND h.p = t.target_p
+    WHERE t.fills
 ),
 closings AS (  -- a new fact closing the fact holding its start
     SELECT h.f, t.round, t.s AS valid_to, t.commit_time AS at, t.new_id AS by_id, t.object AS by_object
@@ -340,23 +365,27 @@ events AS (
     SELECT b.f, b.made_round AS round, b.first_recorded_at AS at FROM base AS b WHERE b.made_round > 0
     UNION ALL
     SELECT c.f, c.round, c.at FROM closings AS c
-    UNION ALL
+    UNION  -- a duplicate that gives an end may add artifacts too: one state
+    SELECT x.f, x.round, x.at FROM filled AS x
+    UNION
     SELECT g.f, g.round, t.commit_time  -- the commit of the duplicate that grew it
     FROM grown AS g JOIN base AS b ON b.f = g.f JOIN _tm_yt AS t ON t.k = b.k AND t.round = g.round
 ),
 stamped AS (
     SELECT e.round, e.at, b.*, c.f IS NOT NULL AS closed, c.valid_to AS closed_to, c.at AS closed_at,
-           c.by_id, c.by_object, g.artifacts AS grown_artifacts
+           c.by_id, c.by_object, x.f IS NOT NULL AS ended, x.fill_to, g.artifacts AS grown_artifacts
     FROM events AS e
     JOIN base AS b ON b.f = e.f
     ASOF LEFT JOIN closings AS c ON c.f = e.f AND e.round >= c.round
+    ASOF LEFT JOIN filled AS x ON x.f = e.f AND e.round >= x.round
     ASOF LEFT JOIN grown AS g ON g.f = e.f AND e.round >= g.round
 )
 SELECT s.round, s.f, s.fact_id, s.k, s.object, s.valid_from,
-       CASE WHEN s.closed THEN s.closed_to ELSE s.valid_to END AS valid_to, s.valid_from_inferred, s.retracted_at,
+       CASE WHEN s.closed THEN s.closed_to WHEN s.ended THEN s.fill_to ELSE s.valid_to END AS valid_to,
+       s.valid_from_inferred, s.retracted_at,
        CASE WHEN s.closed THEN s.closed_at ELSE s.superseded_at END AS superseded_at,
        CASE WHEN s.closed THEN s.by_id ELSE s.superseded_by END AS superseded_by,
-       CASE WHEN s.closed THEN 'superseded' ELSE s.status END AS status,
+       CASE WHEN s.closed THEN 'superseded' WHEN s.ended THEN 'ended' ELSE s.status END AS status,
        CASE WHEN s.closed THEN format('superseded by fact {} ({})', s.by_id, s.by_object) ELSE s.reason END AS reason,
        coalesce(s.grown_artifacts, s.artifacts) AS artifacts, s.first_recorded_at, s.at AS last_recorded_at,
        true AS emitted

@@ -236,7 +236,7 @@ def _busy_pass(con: duckdb.DuckDBPyConnection) -> bool:
     for guess in range(BUSY_GUESSES):
         for statement in _statements()["busy_decide"]:
             con.execute(statement)
-        wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE made <> makes").fetchall()[0][0]
+        wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE NOT agrees").fetchall()[0][0]
         if wrong == 0 or guess == BUSY_GUESSES - 1:
             break
         for statement in _statements()["busy_next"]:

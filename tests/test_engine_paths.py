@@ -238,6 +238,41 @@ def test_late_assertions_merge_or_cut_into_the_timeline(tmp_path, monkeypatch, b
     ]
 
 
+@pytest.mark.parametrize("busy_from", [rounds.BUSY_FROM, 0])
+def test_rows_with_an_end_leave_gaps_close_or_end_the_latest_fact(tmp_path, monkeypatch, busy_from):
+    """Hand-checked, SPEC §5 one row at a time, on a key decided as a busy one or not: a row with
+    an end closes the fact holding its start and leaves a gap after its end; one starting in
+    that gap ends at the next start; a duplicate with an end gives it to the open latest fact
+    (and none to one that has an end); a later row closes the ended fact at its start."""
+    monkeypatch.setattr(rounds, "BUSY_FROM", busy_from)
+    parts = _parts_read(monkeypatch)
+
+    def day(d):
+        return _BASE + (d - 1) * _DAY
+
+    mem = _open(tmp_path / "s", TestClock("2026-03-01"))
+    rows = [("a", 1, None), ("b", 5, 8), ("c", 10, None), ("a", 9, 12), ("c", 11, 20), ("b", 6, 7), ("d", 15, None)]
+    mem.backfill([{"subject": "k", "predicate": "p", "object": o, "valid_from": day(f),
+                   "valid_to": None if t is None else day(t), "recorded_at": ts("2026-01-01") + i * _DAY}
+                  for i, (o, f, t) in enumerate(rows)], resolve=True)
+    frame = mem.sql("SELECT * FROM revisions ORDER BY recorded_at, valid_from").pl()
+    names = {f: f"F{i}" for i, f in enumerate(frame["fact_id"].unique(maintain_order=True))}
+    assert [(names[r["fact_id"]], r["object"], r["valid_from"], r["valid_to"], r["status"],
+             names.get(r["superseded_by"])) for r in frame.iter_rows(named=True)] == [
+        ("F0", "a", day(1), None, "live", None),
+        ("F0", "a", day(1), day(5), "superseded", "F1"),       # b@5-8 closes it
+        ("F1", "b", day(5), day(8), "ended", None),            # ... and leaves [8, ...) empty
+        ("F2", "c", day(10), None, "live", None),              # c@10: nothing holds 10
+        ("F3", "a", day(9), day(10), "superseded", "F2"),      # a@9-12 in the gap ends where F2 starts
+        ("F2", "c", day(10), day(20), "ended", None),          # c@11-20 merges into F2, giving its end
+        # b@6-7 merges into F1, which has an end: no revision
+        ("F2", "c", day(10), day(15), "superseded", "F4"),     # d@15 closes F2
+        ("F4", "d", day(15), None, "live", None),
+    ]
+    if busy_from == 0:  # one pass took every row, the end given to F2 too
+        assert (parts.count("busy_emit"), parts.count("round")) == (1, 0)
+
+
 def test_a_cut_after_a_close_keeps_the_close(tmp_path, monkeypatch):
     """Found by CI's hypothesis run: y@1, x@6, y@6 (retracts x@6), then a late x@1 retracts the
     first fact, which x@6 had already closed at 6: the retraction keeps that end and successor."""
