@@ -1,18 +1,17 @@
 -- The closed form of SPEC §5 for a busy single-valued key: one with very many operations, most
--- of them late (driven by tempomem/rounds.py, on the tables rounds.sql
--- describes). closedform.sql takes a key's late operations only until one cuts into its
--- timeline; a status re-asserted every few minutes with a reporting lag cuts every few dozen
--- operations, and a pass each cut made such a key quadratic. Here all of a key's leading
--- operations are decided at once.
+-- of them late (driven by tempomem/rounds.py, on the tables rounds.sql describes).
+-- closedform.sql takes a key's late operations only until one cuts into its timeline; a status
+-- re-asserted every few minutes with a reporting lag cuts every few dozen operations, and a pass
+-- each cut made such a key quadratic. Here all of a key's leading operations are decided at once.
 --
 -- A key qualifies when its believed facts are not empty and do not overlap (a NULL start is the
 -- earliest: -infinity here). Its leading operations are taken while each is an assertion of a
--- non-empty interval, recorded after every stored revision of its key, that starts where no other object has
--- started before (a shared start with another object retracts a fact: the rounds apply it). An
--- operation with no start takes its reference time (SPEC §5 "Unknown starts": the key has a
--- believed fact, unless it is the key's first operation and nothing is stored, which the rounds
--- apply); one with a start given, of the object of the key's fact of unknown start, could fill
--- that start, and ends the operations taken too.
+-- non-empty interval, recorded after every stored revision of its key, that starts where no
+-- other object has started before (a shared start with another object retracts a fact: the
+-- rounds apply it). An operation with no start takes its reference time (SPEC §5 "Unknown
+-- starts": the key has a believed fact, unless it is the key's first operation and nothing is
+-- stored, which the rounds apply); one with a start given, of the object of the key's fact of
+-- unknown start, could fill that start, and ends the operations taken too.
 -- Then no fact is ever retracted, a fact is never emptied, and the believed facts stay
 -- disjoint, so that an operation N of object A over [s, e) (e: its end, or none):
 --   * merges (`merge`) exactly when a believed fact of A overlaps it: the fact holding s, or any
@@ -30,10 +29,10 @@
 -- of A the least earlier p of object A starting at or after s (`first_p`). With an end e, that
 -- least p starts before e when it is less than the least starting at or after e; when it is not
 -- and some fact of A starts in [s, e), which one is earliest recorded is not known here, and the
--- rounds apply the operation (`settled` is false). Each is a two-dimensional
--- question (earlier, and by start), answered offline level by level: at level m, p's blocks
--- of 2^(m+1) are halved, and each operation in a block's second half asks the first half's
--- facts with an ASOF join; every earlier p is in exactly one such half. n log n rows.
+-- rounds apply the operation (`settled` is false). Each is a two-dimensional question (earlier,
+-- and by start), answered offline level by level: at level m, p's blocks of 2^(m+1) are halved,
+-- and each operation in a block's second half asks the first half's facts with an ASOF join;
+-- every earlier p is in exactly one such half. n log n rows.
 --
 -- Which operations merged, and which gave the latest fact its end (`fill_p`, `fill_to`: from
 -- then on that fact ends there), is what is being decided, so the driver iterates: from a guess,
@@ -50,7 +49,8 @@
 -- object, followed from each key's first by pointer doubling (log n joins). The other
 -- operations are guessed to merge: nearly all do when a key has few values, and with many
 -- values few decisions depend on another.
--- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`.
+-- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`, and the
+-- refused in `_tm_refused`, as the rounds write them.
 
 -- @part busy_setup
 -- The busy keys this pass can take, with the latest recorded_at of their stored revisions,
