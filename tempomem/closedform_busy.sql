@@ -213,8 +213,8 @@ UPDATE _tm_yp SET made = true FROM _tm_ychain AS c WHERE c.k = _tm_yp.k AND c.p 
 
 -- @part busy_decide
 -- Each operation against the guess: the facts holding its start (`holder_p`), starting next
--- after it (`next_p`), and the earliest recorded of its object ending after its start
--- (`target_p`: it merges there when there is one); whether it `makes` a new fact or `fills` the
+-- after it (`next_p`), and the earliest recorded of its object overlapping it (`target_p`: it
+-- merges there when there is one); whether it `makes` a new fact or `fills` the
 -- end of the key's latest fact (open, starting at the latest start made before it, `latest`),
 -- whether that is `settled` (see the top), and whether it `agrees` with the guess.
 CREATE OR REPLACE TEMP TABLE _tm_yd AS
