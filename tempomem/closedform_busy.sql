@@ -82,7 +82,7 @@ WITH keyed AS (
     SELECT o.op, o.k, o.round, o.rule, o.object, coalesce(o.valid_from, o.reference_time, o.commit_time) AS s,
            o.valid_to AS e,
            o.kind = 'assert' AND o.rule IN ('single/last_write_wins', 'single/reject')
-           AND coalesce(o.valid_to > coalesce(o.valid_from, o.reference_time, o.commit_time), true)
+           AND coalesce(o.valid_to > s, true)
            AND (o.valid_from IS NOT NULL OR y.believed OR o.round > 1)
            AND (o.valid_from_inferred OR o.object IS DISTINCT FROM y.unknown_object)
            AND coalesce(o.commit_time > y.last_at, true) AS fits

@@ -93,6 +93,12 @@ def _statements() -> dict[str, list[str]]:
     return {name: _split(body) for name, body in parts.items()}
 
 
+def _run(con: duckdb.DuckDBPyConnection, part: str, params: dict[str, object] | None = None) -> None:
+    """Run a part's statements in order, each bound to the ``params`` it names (``$name``)."""
+    for statement in _statements()[part]:
+        con.execute(statement, {k: v for k, v in (params or {}).items() if f"${k}" in statement} or None)
+
+
 def _split(body: str) -> list[str]:
     """Statements of a section: split at the semicolons that end a line (none is inside a string)."""
     return [s.strip() for s in re.split(r";\s*$", body, flags=re.MULTILINE) if _code(s)]
@@ -111,8 +117,7 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
     New fact ids are made from each operation's time and ``serial`` plus ``nonce`` (:func:`new_nonce`
     when not given): batches applied with one nonce and distinct serials never share an id.
     """
-    for statement in _statements()["setup"]:
-        con.execute(statement)
+    _run(con, "setup")
     con.register("_tm_decisions_in", pa.table(dict(zip(("case_name", "rule", "action"),
                                                        zip(*decisions.rows(), strict=True), strict=True))))
     predicates = list(rules)
@@ -153,9 +158,11 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
 
     A pass takes each key's operations up to and including the first late one that cuts into
     its timeline, so the next pass goes on from there; before it, a busy key's are decided all
-    at once (:data:`BUSY_FROM`). A correction, an unknown start or a ``reject`` key ends a key's
-    prefix before that operation: when a pass takes nothing off the busiest key, one round
-    applies the next operation of every key. Passes go on while they pay
+    at once (:data:`BUSY_FROM`, ``closedform_busy.sql``, which says what ends its prefix). On
+    other keys a correction, an unknown start, an end or a ``reject`` key ends a key's prefix
+    before that operation: when a pass takes nothing off the busiest key, one round applies the
+    next operation of every key; while a busy key may still be taken, so does a pass that takes
+    nothing. Passes go on while they pay
     (:data:`ALTERNATE_FROM`); after that, plain rounds to the end. The first pass reads every
     operation; the next ones a window of each key's (:data:`WINDOW_FROM`), and what is left is
     renumbered sorted after a pass that took most of it, in place after one that took little.
@@ -180,8 +187,7 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
             else:
                 idle += 1
                 busy = idle < 2
-        for statement in _statements()["runs"]:
-            con.execute(statement, {"window": window} if "$window" in statement else None)
+        _run(con, "runs", {"window": window})
         offset, taken, busiest = _collect(con, emitted, offset, ops_left)
         window = 4 * window if busiest >= window else WINDOW_FROM
         ops_left, keys, last = _left(con)
@@ -194,8 +200,7 @@ def _apply_all(con: duckdb.DuckDBPyConnection) -> list[pa.Table]:
         if taken == 0 or last == rounds_left:
             _rounds(con, emitted, offset, 1)
             offset, last = offset + 1, last - 1
-            for statement in _statements()["advance"]:
-                con.execute(statement)
+            _run(con, "advance")
             ops_left, keys, _ = _left(con)
         keys_left, rounds_left = keys, last
 
@@ -214,43 +219,34 @@ def _collect(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: in
     emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
     offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
     taken, busiest = con.sql("SELECT coalesce(sum(taken), 0), coalesce(max(taken), 0) FROM _tm_xtaken").fetchall()[0]
-    for statement in _statements()["next_sorted" if 2 * taken >= ops_left else "next_in_place"]:
-        con.execute(statement)
+    _run(con, "next_sorted" if 2 * taken >= ops_left else "next_in_place")
     return offset, taken, busiest
 
 
 def _busy_pass(con: duckdb.DuckDBPyConnection) -> bool:
     """Decide the busy keys' leading operations (``closedform_busy.sql``); False when no busy key
     has an operation it can take now."""
-    for statement in _statements()["busy_setup"]:
-        con.execute(statement)
+    _run(con, "busy_setup")
     if con.sql("SELECT count(*) FROM _tm_yo").fetchall()[0][0] == 0:
         return False
-    for statement in _statements()["busy_frontier"]:
-        con.execute(statement)
+    _run(con, "busy_frontier")
     while con.sql("SELECT count(*) FROM _tm_yj").fetchall()[0][0] > 0:
-        for statement in _statements()["busy_double"]:
-            con.execute(statement)
-    for statement in _statements()["busy_seed"]:
-        con.execute(statement)
+        _run(con, "busy_double")
+    _run(con, "busy_seed")
     for guess in range(BUSY_GUESSES):
-        for statement in _statements()["busy_decide"]:
-            con.execute(statement)
+        _run(con, "busy_decide")
         wrong = con.sql("SELECT count(*) FROM _tm_yd WHERE NOT agrees").fetchall()[0][0]
         if wrong == 0 or guess == BUSY_GUESSES - 1:
             break
-        for statement in _statements()["busy_next"]:
-            con.execute(statement)
-    for statement in _statements()["busy_emit"]:
-        con.execute(statement)
+        _run(con, "busy_next")
+    _run(con, "busy_emit")
     return True
 
 
 def _rounds(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: int, count: int) -> None:
     """Run rounds 1 to ``count``, keeping each one's changed states numbered after ``offset``."""
     for r in range(1, count + 1):
-        for statement in _statements()["round"]:
-            con.execute(statement, {"round": r} if "$round" in statement else None)
+        _run(con, "round", {"round": r})
         # kept in Arrow: an INSERT per round into one DuckDB table cost a third of the rounds
         changed = con.sql("SELECT * FROM _tm_u").to_arrow_table()
         emitted.append(changed.add_column(0, "round", pa.array([offset + r] * changed.num_rows, pa.int32())))
