@@ -12,16 +12,26 @@ in one Delta commit with one ``recorded_at``; the others find their answer ready
 comes to them. Each request is all-or-nothing: one that the write path refuses is left out
 and gets its own error, and the group is applied again without it.
 
+**Across processes** (:mod:`tempomem.spool`). A leader that finds the writer lock held by
+another process offers its group through the spool before it waits; whoever holds the lock next
+applies the offered requests after its own, in the order offered, in its commit, and answers
+them. A leader that gets the lock and finds its offer answered (by a commit that happened) is
+done; otherwise it takes its offer back and commits it itself. Changes of stored facts
+(``invalidate``, ``correct``) are never offered.
+
 **Small commits read what they touch.** The engine keeps the believed states of the keys it
 has seen, valid for the store version it last saw. Before a commit it checks the log: rows
-another writer appended since are read from those files alone (and their keys forgotten); a
-rewrite (erasure) empties the cache. A key it does not hold is read from the store by key.
+another writer appended since are read from those files alone and bring the keys it holds up
+to date (writers taking turns on the same keys, or committing each other's offers, read no key
+again); a rewrite (erasure) empties the cache. A key it does not hold is read from the store by key.
 """
 
 from __future__ import annotations
 
 import fcntl
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,12 +46,16 @@ from . import queries
 from .connection import bind_events, new_connection, without_checkpoints, without_progress_bar
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
+from .spool import GROUP_KEY, Spool, answered, error_answer, fact_answer, keys_of
 from .states import StateCache, as_fact, micros, relevant_states
 from .storage import Storage
 from .times import MICROSECOND, UTC, system_clock, to_utc
 from .writepath import Batch
 
 Clock = Callable[[], datetime]
+
+#: How often a process whose assertions are offered looks for their answer (and for the lock).
+_POLL_SECONDS = 0.001
 
 #: Batches with more assertions than this are applied set-based (``rounds.sql``); fewer go
 #: through the one-row path, whose fixed cost is microseconds instead of a DuckDB round.
@@ -73,6 +87,27 @@ class _Request:
     done: bool = False
 
 
+def _flock(fd: int, on_wait: Callable[[], bool] | None) -> bool:
+    """Take the flock on ``fd``; ``False`` when ``on_wait()`` says, while another process holds
+    it, that it is no longer wanted."""
+    if on_wait is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if on_wait():
+                return False
+            time.sleep(_POLL_SECONDS)
+
+
+def _asserting(news: list[dict[str, Any]]) -> Callable[[Batch], list[str]]:
+    """A request's work: assert each of ``news`` in turn."""
+    return lambda batch: [batch.assert_fact(dict(n)) for n in news]
+
+
 class Engine:
     """Every write to one store goes through here (see the module doc)."""
 
@@ -88,6 +123,8 @@ class Engine:
         self._cache = StateCache()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._bound = -2
+        self._spool = Spool(storage.spool_path(), lambda version, group: storage.has_commit_info(version, GROUP_KEY,
+                                                                                                  group))
 
     def now(self) -> datetime:
         """The store clock's current time."""
@@ -95,9 +132,11 @@ class Engine:
 
     # -- the writer lock ------------------------------------------------------------------------
     @contextmanager
-    def exclusive(self) -> Iterator[Engine]:
+    def exclusive(self, on_wait: Callable[[], bool] | None = None) -> Iterator[Engine | None]:
         """Hold the writer lock: threads of this process, then processes on this machine.
 
+        While another process holds it, ``on_wait()`` is asked every :data:`_POLL_SECONDS`
+        whether the lock is still wanted; when it says no, this yields ``None`` without it.
         Re-entered by the thread that holds it, it just yields (flock would deadlock).
         """
         with self._lock:
@@ -105,7 +144,9 @@ class Engine:
                 yield self
                 return
             with open(self.storage.lock_path(), "a+") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                if not _flock(handle.fileno(), on_wait):
+                    yield None
+                    return
                 self._owner = threading.get_ident()
                 try:
                     yield self
@@ -174,9 +215,10 @@ class Engine:
         self.storage.set_embeddings(table)
         self._foreign(last_us)
 
-    def commit(self, table: pa.Table, recorded_at: datetime) -> int:
-        """Commit write-path rows recorded at ``recorded_at``: the store clock moves to it."""
-        _, file = self.storage.append(table)
+    def commit(self, table: pa.Table, recorded_at: datetime, group: str | None = None) -> int:
+        """Commit write-path rows recorded at ``recorded_at``: the store clock moves to it.
+        ``group`` names the commit in its commitInfo (the answers to offered requests hold for it)."""
+        _, file = self.storage.append(table, None if group is None else {GROUP_KEY: group})
         self._cache.written(file, table)
         return self._record(micros(recorded_at))[0]
 
@@ -201,11 +243,7 @@ class Engine:
 
             return self.checked_assertions(ops_from_news(news))
 
-        def apply(batch: Batch) -> list[str]:
-            return [batch.assert_fact(dict(n)) for n in news]
-
-        keys = {(n["scope"], n["subject"], n["predicate"]) for n in news}
-        return self._submit(_Request(apply, keys, news=news))
+        return self._submit(_Request(_asserting(news), keys_of(news), news=news))
 
     def set_based(self, rows: int) -> bool:
         """Whether a batch of ``rows`` assertions is applied set-based."""
@@ -248,13 +286,44 @@ class Engine:
                 self._last_group = len(group)
         if lead:
             try:
-                with self.exclusive():
-                    self._commit_group(group)
+                self._lead(group)
             finally:
                 with self._queue:
                     self._leading = False
                     self._queue.notify_all()
         return self._answer(request)
+
+    def _lead(self, group: list[_Request]) -> None:
+        """Commit ``group`` under the writer lock. While another process holds it, a group of
+        assertions is offered (:mod:`tempomem.spool`) and done when that process's commit
+        answers it; taken back when this one gets the lock first."""
+        offered: list[str] = []
+
+        def answered_elsewhere() -> bool:
+            if not offered:
+                offered.append(self._spool.offer([r.news for r in group]))
+                return False
+            return self._settle(group, self._spool.poll(offered[0]))
+
+        offerable = all(r.news and not r.fact_ids for r in group)
+        with self.exclusive(on_wait=answered_elsewhere if offerable else None) as held:
+            if held is None or (offered and self._settle(group, self._spool.collect(offered[0]))):
+                return
+            self._commit_group(group)
+
+    @staticmethod
+    def _settle(group: list[_Request], answers: list[Any] | None) -> bool:
+        """Give each request of an offered group its answer; ``False`` when there are none."""
+        if answers is None:
+            return False
+        for request, answer in zip(group, answers, strict=True):
+            result = answered(answer)
+            if isinstance(result, list):
+                request.facts = result
+            else:
+                request.error = result
+            request.done = True
+        return True
 
     @staticmethod
     def _answer(request: _Request) -> list[Fact]:
@@ -264,7 +333,12 @@ class Engine:
         return request.facts
 
     def _commit_group(self, group: list[_Request]) -> None:
-        """Apply the group in queue order in one commit; a refused request leaves it alone."""
+        """Apply the group in queue order, then the requests other processes offered, in one
+        commit; a refused request leaves it alone."""
+        # a change's key is known only from its fact: a group with one takes no offer
+        offers = [] if any(r.fact_ids for r in group) else self._spool.take(set().union(*(r.keys for r in group)))
+        foreign = [[_Request(_asserting(news), keys_of(news), news=news) for news in offered] for _, offered in offers]
+        group = group + [r for requests in foreign for r in requests]
         try:
             self._cache.sync(self.storage)
             commit_time = self.commit_time()
@@ -290,11 +364,20 @@ class Engine:
                 live = [r for r in live if r.error is None]
             ingested_at = system_clock()
             rows = batch.rows(ingested_at=ingested_at)
+            facts = {id(r): [as_fact(batch.states[i]) for i in ids_] for r, ids_ in zip(live, landed, strict=True)}
+            name = uuid.uuid4().hex
+            # answered before the commit, for the version it will be: a leader killed in between
+            # leaves answers that no offerer accepts
+            for (offer, _), requests in zip(offers, foreign, strict=True):
+                self._spool.answer(offer, [error_answer(r.error) if r.error is not None
+                                           else [fact_answer(f) for f in facts[id(r)]] for r in requests],
+                                   name, self.storage.latest_version() + 1 if rows else None)
             if rows:
-                version = self.commit(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS), commit_time)
+                version = self.commit(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS), commit_time,
+                                      name if offers else None)
                 self._cache.committed(version, batch)
-            for request, fact_ids in zip(live, landed, strict=True):
-                request.facts = [as_fact(batch.states[i]) for i in fact_ids]
+            for request in live:
+                request.facts = facts[id(request)]
         except BaseException as exc:  # the commit failed: every request still waiting gets the error
             for request in group:
                 if request.facts is None and request.error is None:

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import sys
+import time
 from typing import Any
 
 #: The two keys every paired write touches; one commit writes both or neither.
@@ -80,6 +81,38 @@ def reader(path: str, stop: Any, results: Any) -> None:
     except BaseException as exc:
         problems.append(repr(exc))
     results.put(("reader", reads, problems, last_count, len(seen)))
+
+
+# -- writers of other processes, handed to the lock holder's commit (tempomem.spool) ---------
+
+def offering_writer(path: str, subject: str, predicate: str, obj: str, out: Any) -> None:
+    """One assert_fact while another process holds the writer lock: it is offered, and answered."""
+    import tempomem as tm
+
+    try:
+        out.put(("ok", tm.open(path).assert_fact(subject, predicate, obj, valid_from="2026-01-01")))
+    except tm.TempomemError as exc:
+        out.put(("error", type(exc).__name__, str(exc)))
+
+
+def dying_leader(path: str, ready: Any, out: Any) -> None:
+    """Hold the writer lock until one offer waits, then commit it with an assertion of its own,
+    dying after the offer's answer is written and before the commit (``os._exit``)."""
+    import tempomem as tm
+    from tempomem import engine
+
+    def die(self: Any, table: Any, recorded_at: Any, group: Any = None) -> int:
+        os._exit(3)
+
+    engine.Engine.commit = die  # type: ignore[method-assign]
+    mem = tm.open(path)
+    spool = mem._storage.spool_path()
+    with mem._engine.exclusive():
+        ready.set()
+        while not (spool.exists() and any(n.endswith(".req") for n in os.listdir(spool))):
+            time.sleep(0.01)
+        mem.assert_fact("leader", "step", "never", valid_from="2026-01-01")
+    out.put("not dead")
 
 
 # -- a writer that gets killed: forked from a zygote that never touched deltalake -------------

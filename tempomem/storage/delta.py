@@ -130,14 +130,15 @@ def op_checkpoint(path: str) -> None:
 
 
 def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str,
-                 replaced: list[tuple[str, int]] | None = None) -> None:
+                 replaced: list[tuple[str, int]] | None = None, info: dict[str, str] | None = None) -> None:
     """Commit Parquet files already written in the table folder as one transaction.
 
     ``mode="overwrite"`` (a fold) also removes every file of the previous version; ``replaced``
     (a compaction: path, size) removes those files only, and marks the commit as changing no
     data. Removed files are deleted from disk once older than the retention, so readers that
-    listed them can finish.
+    listed them can finish. ``info`` goes into the commit's commitInfo.
     """
+    from deltalake import CommitProperties
     from deltalake.transaction import AddAction, RemoveAction
 
     dt = _table(path)
@@ -147,7 +148,8 @@ def op_add_files(path: str, entries: list[tuple[str, int, int, str]], mode: str,
                           for name, size, mtime_ms, stats in entries]
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     actions += [RemoveAction(name, False, now_ms, size) for name, size in replaced or ()]
-    dt.create_write_transaction(actions, mode=mode, schema=EVENT_SCHEMA)
+    dt.create_write_transaction(actions, mode=mode, schema=EVENT_SCHEMA,
+                                commit_properties=CommitProperties(custom_metadata=info) if info else None)
     if mode == "overwrite" or rewrite:
         dt.update_incremental()  # the transaction does not move this handle's snapshot
         _vacuum(dt, every_seconds=0 if mode == "overwrite" else _VACUUM_RETENTION_HOURS * 3600 / 4)

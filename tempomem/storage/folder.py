@@ -114,6 +114,15 @@ class Storage:
             self._newest += 1
         return self._newest
 
+    def has_commit_info(self, since: int, key: str, value: str) -> bool:
+        """Whether a commit from version ``since`` on has ``key`` = ``value`` in its commitInfo."""
+        return log.has_commit_info(self.path, since, self.latest_version(), key, value)
+
+    def spool_path(self) -> Path:
+        """The folder through which writers of other processes hand over their requests
+        (:mod:`tempomem.spool`)."""
+        return self.path / _META_DIR / "spool"
+
     def appended_files(self, since: int) -> list[tuple[str, int]] | None:
         """The data files (path, rows) that appends added after version ``since``
         (:func:`.log.appended`); an erasure is told by the clock's epoch."""
@@ -133,9 +142,10 @@ class Storage:
                 self._snapshot = Snapshot(newest, files)
         return self._snapshot
 
-    def append(self, table: pa.Table) -> tuple[int, str]:
-        """Commit ``table`` as one atomic Delta commit; returns the new version and the file
-        written (as the snapshot lists it; a compaction may already have merged it away).
+    def append(self, table: pa.Table, info: dict[str, str] | None = None) -> tuple[int, str]:
+        """Commit ``table`` as one atomic Delta commit, with ``info`` in its commitInfo; returns
+        the new version and the file written (as the snapshot lists it; a compaction may already
+        have merged it away).
 
         The Parquet file is written here with the store's writer settings and then committed
         as an add action: for a one-row commit that is about half of what ``write_deltalake``
@@ -148,7 +158,7 @@ class Storage:
         except BaseException:
             file.unlink(missing_ok=True)
             raise
-        version = self._commit_files([file], "append")
+        version = self._commit_files([file], "append", info=info)
         self.compact_if_needed()
         return version, str(file.resolve())
 
@@ -169,24 +179,26 @@ class Storage:
             self.compact_if_needed()
         return version
 
-    def _commit_files(self, files: list[Path], mode: str, replaced: list[str] | None = None) -> int:
-        """Commit ``files`` (and the removal of ``replaced``); the snapshot moves with the commit."""
+    def _commit_files(self, files: list[Path], mode: str, replaced: list[str] | None = None,
+                      info: dict[str, str] | None = None) -> int:
+        """Commit ``files`` (and the removal of ``replaced``), with ``info`` in the commitInfo;
+        the snapshot moves with the commit."""
         before = self.snapshot()
         try:
             entries = []
             for file in files:
-                info = file.stat()
-                entries.append((self._relative(file), info.st_size, info.st_mtime_ns // 1_000_000, parquet_stats(file)))
+                stat = file.stat()
+                entries.append((self._relative(file), stat.st_size, stat.st_mtime_ns // 1_000_000, parquet_stats(file)))
             version = None
             if mode == "append" and replaced is None and self._plain_appends():
                 version = before.version + 1
-                if not log.put_append(self.path, version, [log.add_action(*e) for e in entries]):
+                if not log.put_append(self.path, version, [log.add_action(*e) for e in entries], info):
                     version = None  # another program took that version: deltalake resolves it
                 elif version % log.CHECKPOINT_INTERVAL == 0:
                     run(delta.op_checkpoint, self._uri)
             if version is None:
                 removed = None if replaced is None else [(self._relative(f), os.path.getsize(f)) for f in replaced]
-                run(delta.op_add_files, self._uri, entries, mode, removed)
+                run(delta.op_add_files, self._uri, entries, mode, removed, info)
                 version = self.latest_version()  # deltalake's handle does not move with its own commit
         except BaseException:
             if self.latest_version() == before.version:

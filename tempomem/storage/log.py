@@ -37,12 +37,12 @@ def entry_name(version: int) -> str:
     return f"{version:020d}.json"
 
 
-def put_append(root: Path, version: int, adds: list[dict[str, Any]]) -> bool:
-    """Commit ``adds`` (Delta add actions) as ``version`` of the table at ``root``; ``False``
-    when another writer has it."""
+def put_append(root: Path, version: int, adds: list[dict[str, Any]], info: dict[str, str] | None = None) -> bool:
+    """Commit ``adds`` (Delta add actions) as ``version`` of the table at ``root``, with ``info``
+    in its commitInfo; ``False`` when another writer has it."""
     commit = {"timestamp": int(time.time() * 1000), "operation": "WRITE",
               "operationParameters": {"mode": "Append", "partitionBy": "[]"},
-              "engineInfo": "tempomem", "clientVersion": "tempomem"}
+              "engineInfo": "tempomem", "clientVersion": "tempomem", **(info or {})}
     lines = [json.dumps({"commitInfo": commit})] + [json.dumps({"add": a}) for a in adds]
     tmp = root / LOG_DIR / f"_commit_{uuid.uuid4()}.json.tmp"
     tmp.write_text("\n".join(lines) + "\n")
@@ -53,6 +53,15 @@ def put_append(root: Path, version: int, adds: list[dict[str, Any]]) -> bool:
         return False
     finally:
         tmp.unlink()
+
+
+def has_commit_info(root: Path, since: int, until: int, key: str, value: str) -> bool:
+    """Whether a commit of versions ``since`` to ``until`` has ``key`` = ``value`` in its commitInfo."""
+    for version in range(since, until + 1):
+        for action in actions(root, version) or ():
+            if action.get("commitInfo", {}).get(key) == value:
+                return True
+    return False
 
 
 def add_action(path: str, size: int, modified_ms: int, stats: str) -> dict[str, Any]:
