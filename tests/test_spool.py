@@ -28,6 +28,24 @@ def _offers(spool: Path, count: int) -> None:
     raise AssertionError(f"{count} offers never came")
 
 
+def _offered_while_held(mem: tm.Memory, writes: list[tuple[str, str, str]],
+                        own: tuple[str, str, str, str]) -> tuple[tm.Fact, list[tuple]]:
+    """Start a writer process per ``writes`` while holding the writer lock, so that each offers
+    its assertion; once all wait, assert ``own`` (subject, predicate, object, valid_from) in this
+    process: its commit takes the offers. Returns that fact and each writer's report."""
+    out = _CTX.Queue()
+    procs = [_CTX.Process(target=workers.offering_writer, args=(str(mem.path), *w, out)) for w in writes]
+    with mem._engine.exclusive():
+        for p in procs:
+            p.start()
+        _offers(mem._storage.spool_path(), len(procs))
+        fact = mem.assert_fact(*own[:3], valid_from=own[3])
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(60)
+    return fact, results
+
+
 def _last_commit_info(path: Path) -> dict:
     entries = sorted((path / "_delta_log").glob("*.json"))
     return next(json.loads(line)["commitInfo"] for line in entries[-1].read_text().splitlines()
@@ -37,18 +55,9 @@ def _last_commit_info(path: Path) -> dict:
 def test_other_processes_assertions_ride_the_lock_holders_commit(tmp_path):
     path = tmp_path / "store"
     mem = tm.open(path, create=True)
-    out = _CTX.Queue()
-    procs = [_CTX.Process(target=workers.offering_writer, args=(str(path), f"agent-{i}", "step", f"s{i}", out))
-             for i in range(3)]
     version = mem._storage.latest_version()
-    with mem._engine.exclusive():  # the writers find the lock taken: they offer
-        for p in procs:
-            p.start()
-        _offers(mem._storage.spool_path(), 3)
-        own = mem.assert_fact("main", "step", "m", valid_from="2026-01-01")
-    results = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(60)
+    own, results = _offered_while_held(mem, [(f"agent-{i}", "step", f"s{i}") for i in range(3)],
+                                       ("main", "step", "m", "2026-01-01"))
     assert all(tag == "ok" for tag, *_ in results), results
     facts = {fact.subject: fact for _, fact in results}
     assert sorted(facts) == ["agent-0", "agent-1", "agent-2"]
@@ -70,18 +79,9 @@ def test_a_refused_offer_fails_alone_and_an_offer_on_a_key_taken_waits(tmp_path)
     mem = tm.open(path, create=True)
     mem.declare("owner", "single", policy="reject")
     mem.assert_fact("door", "owner", "ada", valid_from="2025-01-01")
-    out = _CTX.Queue()
     # a conflict under reject, a plain assertion, and one on the key the holder asserts too
-    args = [("door", "owner", "bob"), ("k1", "p", "v1"), ("main", "step", "later")]
-    procs = [_CTX.Process(target=workers.offering_writer, args=(str(path), *a, out)) for a in args]
-    with mem._engine.exclusive():
-        for p in procs:
-            p.start()
-        _offers(mem._storage.spool_path(), 3)
-        own = mem.assert_fact("main", "step", "first", valid_from="2025-06-01")
-    results = [out.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(60)
+    own, results = _offered_while_held(mem, [("door", "owner", "bob"), ("k1", "p", "v1"), ("main", "step", "later")],
+                                       ("main", "step", "first", "2025-06-01"))
     errors = [r for r in results if r[0] == "error"]
     assert [(kind, "overlapping value" in why) for _, kind, why in errors] == [("ConflictError", True)]
     landed = {r[1].subject: r[1] for r in results if r[0] == "ok"}
