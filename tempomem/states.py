@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .connection import new_connection
 from .keyindex import KeyIndex
-from .schema import EVENT_COLUMNS, EVENT_SCHEMA, WRITER_COLUMNS, Fact
+from .schema import EVENT_COLUMNS, WRITER_COLUMNS, Fact
 from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
 
@@ -38,7 +37,6 @@ _MAX_FOREIGN_ROWS = 100_000
 _INDEXED_KEYS = 64
 _UNBELIEVED = ("retracted", "erased")
 _UNREAD = [c for c in EVENT_COLUMNS if c not in WRITER_COLUMNS]
-_WRITER_SCHEMA = pa.schema([EVENT_SCHEMA.field(name) for name in WRITER_COLUMNS])
 # The rows of many keys, read straight from the version's files, not through the views: a
 # writer then binds nothing when the version moves, and the key filter prunes row groups by
 # their statistics. Only the columns a writer acts on are decoded (schema.WRITER_COLUMNS).
@@ -174,9 +172,8 @@ class StateCache:
             self.forget_all(version, epoch)
             return
         if appended and self._keys:
-            # a few small files: Arrow reads them in a fraction of what planning a DuckDB query takes
-            rows = pa.concat_tables([pq.read_table(file, columns=WRITER_COLUMNS).cast(_WRITER_SCHEMA)
-                                     for file, _ in appended])
+            rows = self._reader().sql(f"SELECT {_SELECTED} FROM read_parquet($files) AS e",
+                                      params={"files": [f for f, _ in appended]}).to_arrow_table()
             for state in from_rows(_latest(rows)):
                 held = self._keys.get(_key(state))
                 if held is None:
