@@ -297,17 +297,21 @@ class Engine:
         """Commit ``group`` under the writer lock. While another process holds it, a group of
         assertions is offered (:mod:`tempomem.spool`) and done when that process's commit
         answers it; taken back when this one gets the lock first."""
-        offered: list[str] = []
+        offered: list[str | None] = []
 
         def answered_elsewhere() -> bool:
             if not offered:
-                offered.append(self._spool.offer([r.news for r in group]))
+                try:
+                    offered.append(self._spool.offer([r.news for r in group]))
+                except OSError:  # the spool cannot be written: wait for the lock
+                    offered.append(None)
                 return False
-            return self._settle(group, self._spool.poll(offered[0]))
+            return offered[0] is not None and self._settle(group, self._spool.poll(offered[0]))
 
         offerable = all(r.news and not r.fact_ids for r in group)
         with self.exclusive(on_wait=answered_elsewhere if offerable else None) as held:
-            if held is None or (offered and self._settle(group, self._spool.collect(offered[0]))):
+            if held is None or (offered and offered[0] is not None
+                                and self._settle(group, self._spool.collect(offered[0]))):
                 return
             self._commit_group(group)
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import reliability_workers as workers
 from conftest import HEAVY
 
@@ -105,26 +106,33 @@ def _verify(path: str, records: list[dict]) -> None:
     con.close()
 
 
-def test_killed_writers_leave_a_consistent_store(tmp_path):
-    rng = random.Random(20261130)
+@pytest.mark.parametrize("writers", [1, 2])
+def test_killed_writers_leave_a_consistent_store(tmp_path, writers):
+    """With two writer processes, one holds the lock while the other offers its assertions
+    (tempomem.spool): the kills land in commits that carry another process's requests, and in
+    processes whose requests wait in the spool."""
+    rng = random.Random(20261130 + writers)
     path = str(tmp_path / "store")
     tm.open(path, create=True)
     log = tmp_path / "commits.jsonl"
     zygote = _Zygote()
     killed_mid_commit = 0
+    rounds = KILLS // writers
     try:
-        for round_no in range(KILLS):
+        for round_no in range(rounds):
             before = len(_log(log))
-            pid = int(zygote.ask(f"fork {path} {round_no} {log}"))
-            # wait until the writer's first commit returned (its start-up time depends on the
-            # machine's load), then kill it at a random point of its next commits
+            pids = [int(zygote.ask(f"fork {path} {round_no * writers + w} {log}")) for w in range(writers)]
+            # wait until a writer's first commit returned (its start-up time depends on the
+            # machine's load), then kill the writers at random points of their next commits
             deadline = time.monotonic() + 60
             while not any(r["state"] == "done" for r in _log(log)[before:]) and time.monotonic() < deadline:
                 time.sleep(0.005)
-            time.sleep(rng.uniform(0, 0.5))
-            os.kill(pid, signal.SIGKILL)
-            status = int(zygote.ask(f"reap {pid}"))
-            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+            for pid in rng.sample(pids, len(pids)):
+                time.sleep(rng.uniform(0, 0.5 / writers))
+                os.kill(pid, signal.SIGKILL)
+            for pid in pids:
+                status = int(zygote.ask(f"reap {pid}"))
+                assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
             records = _log(log)
             if records[before:] and records[-1]["state"] == "begin":
                 killed_mid_commit += 1
@@ -132,8 +140,8 @@ def test_killed_writers_leave_a_consistent_store(tmp_path):
     finally:
         zygote.close()
     done = sum(1 for r in _log(log) if r["state"] == "done")
-    assert done >= KILLS, "every round got commits through before its kill"
-    assert killed_mid_commit >= KILLS // 4, f"only {killed_mid_commit} kills landed inside a commit"
+    assert done >= rounds, "every round got commits through before its kills"
+    assert killed_mid_commit >= rounds // 4, f"only {killed_mid_commit} kills landed inside a commit"
 
 
 def test_an_orphan_file_is_reported_never_read_and_cleaned_by_compaction(tmp_path):
