@@ -54,8 +54,10 @@ from .writepath import Batch
 
 Clock = Callable[[], datetime]
 
-#: How often a process whose assertions are offered looks for their answer (and for the lock).
+#: How often a process whose assertions are offered looks for their answer (and for the lock),
+#: for its first ``_POLL_FAST_FOR`` seconds of waiting; then ten times less often.
 _POLL_SECONDS = 0.001
+_POLL_FAST_FOR = 0.2
 
 #: Batches with more assertions than this are applied set-based (``rounds.sql``); fewer go
 #: through the one-row path, whose fixed cost is microseconds instead of a DuckDB round.
@@ -93,6 +95,7 @@ def _flock(fd: int, on_wait: Callable[[], bool] | None) -> bool:
     if on_wait is None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return True
+    started = time.monotonic()
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -100,7 +103,8 @@ def _flock(fd: int, on_wait: Callable[[], bool] | None) -> bool:
         except BlockingIOError:
             if on_wait():
                 return False
-            time.sleep(_POLL_SECONDS)
+            # a holder this slow is a long job (a backfill): look ten times less often
+            time.sleep(_POLL_SECONDS if time.monotonic() - started < _POLL_FAST_FOR else 10 * _POLL_SECONDS)
 
 
 def _asserting(news: list[dict[str, Any]]) -> Callable[[Batch], list[str]]:
