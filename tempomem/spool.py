@@ -1,21 +1,23 @@
 """Group commit across processes: the assertions of writers in other processes, handed through
 files to whichever process holds the writer lock.
 
-A process whose leader finds the writer lock taken (:class:`~tempomem.engine.Engine`) *offers*
-its queued assertions: one request file in the store's ``_tempomem/spool`` folder, written
-whole then renamed into place, so that a reader never sees half of one. Whoever holds the lock
-next *takes* the request files there (under the lock: nobody else takes them), those whose keys
-no request of its group touches, and applies them after its own, in the order they were
-offered, in its one commit (so two values of one key asserted by two processes are still two
-commits, each believed in turn, as without the spool); before the
-commit it writes each file's *answer* (the Facts, or each refused request's error) naming the
-commit's group and the version it will be. The offerer, once it holds the lock, reads its
-answer and accepts it only when the log holds a commit of that group from that version on
-(or the answer says nothing was to be committed). So a leader killed after writing answers but
-before committing leaves answers no one accepts: their offerers apply their requests
-themselves, once. A leader killed after taking a file but before answering leaves no answer:
-the same. An offerer killed while waiting leaves a request that the next leader applies
-unacknowledged, like a client gone after sending; its answer is removed once stale.
+A process whose leader finds the writer lock held by another (:class:`~tempomem.engine.Engine`)
+*offers* its queued assertions: one request file in the store's ``_tempomem/spool`` folder,
+written whole then renamed into place, so that a reader never sees half of one. Whoever holds
+the lock next *takes* the offers whose keys its commit does not touch yet (under the lock:
+nobody else takes them) and applies them after its own requests, in the order offered, in its
+one commit; an offer on a key it touches waits for a later commit, so two processes' values of
+one key stay two commits, each believed in turn, as without the spool.
+
+Before committing, the holder writes each offer's *answer* (its requests' Facts, or a refused
+request's error) naming the commit's group and the version it expects; the commit names its
+group in its ``commitInfo``. The offerer polls for its answer and takes it only once a commit of
+that group is in the log from that version on (or the answer says nothing was to be
+committed). A holder killed after answering and before committing leaves answers no one takes:
+when the offerer gets the lock, it removes its offer and commits it itself, once. A holder
+killed after taking an offer and before answering leaves no answer: the same. An offerer
+killed while waiting leaves a request that the next holder applies unacknowledged, like a
+client gone after sending; its answer is removed once stale.
 
 Values travel as JSON: times as microseconds since the epoch (exact, aware UTC), the rest as
 JSON has them; no file is ever unpickled.
@@ -71,10 +73,12 @@ def loads(text: str) -> Any:
 
 
 def fact_answer(fact: Fact) -> dict[str, Any]:
+    """A Fact as an answer carries it (:func:`answered` makes it a Fact again)."""
     return {name: getattr(fact, name) for name in _FACT_FIELDS}
 
 
 def error_answer(exc: BaseException) -> dict[str, Any]:
+    """A refused request's error as its answer carries it: its class name and message."""
     return {"error": type(exc).__name__, "message": str(exc)}
 
 
