@@ -163,3 +163,22 @@ def test_writers_taking_turns_keep_each_others_keys_up_to_date(tmp_path):
     d = two.assert_fact("svc", "owner", "cy", valid_from="2026-04-01")  # a duplicate of one's live fact
     assert d.fact_id == c.fact_id
     assert one.check().ok
+
+
+def test_a_commit_through_deltalake_names_its_group_too(tmp_path):
+    """A table whose protocol needs deltalake's writer commits through it; the group must still
+    be found in that commit's commitInfo, or every answer of that commit would be void."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tempomem.schema import EVENT_SCHEMA
+    from tempomem.storage import delta
+
+    storage = tm.open(tmp_path / "s", create=True)._storage
+    file = storage.new_file_path()
+    pq.write_table(pa.Table.from_pylist([], schema=EVENT_SCHEMA), file)
+    entry = (file.name, file.stat().st_size, file.stat().st_mtime_ns // 1_000_000, delta.parquet_stats(file))
+    delta.op_add_files(str(storage.path), [entry], "append", None, {"tempomemGroup": "g-1"})
+    version = storage.latest_version()
+    assert storage.has_commit_info(version, "tempomemGroup", "g-1")
+    assert not storage.has_commit_info(version, "tempomemGroup", "g-2")
