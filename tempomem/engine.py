@@ -343,11 +343,12 @@ class Engine:
     def _commit_group(self, group: list[_Request]) -> None:
         """Apply the group in queue order, then the requests other processes offered, in one
         commit; a refused request leaves it alone."""
-        # a change's key is known only from its fact: a group with one takes no offer
-        offers = [] if any(r.fact_ids for r in group) else self._spool.take(set().union(*(r.keys for r in group)))
-        foreign = [[_Request(_asserting(news), keys_of(news), news=news) for news in offered] for _, offered in offers]
-        group = group + [r for requests in foreign for r in requests]
         try:
+            # a change's key is known only from its fact: a group with one takes no offer
+            offers = [] if any(r.fact_ids for r in group) else self._spool.take(set().union(*(r.keys for r in group)))
+            foreign = [[_Request(_asserting(news), keys_of(news), news=news) for news in offered]
+                       for _, offered in offers]
+            group = group + [r for requests in foreign for r in requests]
             self._cache.sync(self.storage)
             commit_time = self.commit_time()
             keys = set().union(*(r.keys for r in group))
@@ -376,10 +377,11 @@ class Engine:
             name = uuid.uuid4().hex
             # answered before the commit, for the version it will be: a leader killed in between
             # leaves answers that no offerer accepts
+            version = self.storage.latest_version() + 1 if rows else None
             for (offer, _), requests in zip(offers, foreign, strict=True):
                 self._spool.answer(offer, [error_answer(r.error) if r.error is not None
                                            else [fact_answer(f) for f in facts[id(r)]] for r in requests],
-                                   name, self.storage.latest_version() + 1 if rows else None)
+                                   name, version)
             if rows:
                 version = self.commit(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS), commit_time,
                                       name if offers else None)

@@ -158,33 +158,30 @@ class Spool:
     def poll(self, name: str) -> list[Any] | None:
         """The answers to offer ``name`` once they hold (without the writer lock: an answer is
         written before its commit, and holds only once the commit is there), else ``None``."""
-        path = f"{self.folder}/{name}.ans"  # asked every poll: a plain string, no pathlib
-        if not os.path.exists(path):
-            return None
-        try:
-            with open(path) as handle:
-                found = loads(handle.read())
-        except FileNotFoundError:
-            return None
-        if found["version"] is not None and not self._committed(found["version"], found["group"]):
-            return None  # still committing, or its leader is gone: the lock will tell
-        os.unlink(path)
+        found = self._answer_of(name)
+        if found is None or not self._holds(found):
+            return None  # not answered, still committing, or its leader is gone: the lock will tell
+        os.unlink(f"{self.folder}/{name}.ans")
         return found["answers"]
 
     def collect(self, name: str) -> list[Any] | None:
         """The answers to offer ``name`` if they hold, else ``None``; either way the offer leaves
         the folder (call under the writer lock: no commit is under way)."""
         (self.folder / f"{name}.req").unlink(missing_ok=True)
-        path = self.folder / f"{name}.ans"
-        try:
-            found = loads(path.read_text())
+        found = self._answer_of(name)
+        (self.folder / f"{name}.ans").unlink(missing_ok=True)
+        return found["answers"] if found is not None and self._holds(found) else None
+
+    def _answer_of(self, name: str) -> dict[str, Any] | None:
+        try:  # asked every poll: a plain string, no pathlib
+            with open(f"{self.folder}/{name}.ans") as handle:
+                return loads(handle.read())
         except FileNotFoundError:
             return None
-        finally:
-            path.unlink(missing_ok=True)
-        if found["version"] is not None and not self._committed(found["version"], found["group"]):
-            return None
-        return found["answers"]
+
+    def _holds(self, found: dict[str, Any]) -> bool:
+        """Whether an answer holds: nothing was to be committed, or its commit is in the log."""
+        return found["version"] is None or self._committed(found["version"], found["group"])
 
     def _put(self, file: str, value: Any) -> None:
         tmp = self.folder / f".{file}.{uuid.uuid4().hex}.tmp"
