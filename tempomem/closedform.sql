@@ -343,25 +343,28 @@ SELECT x.round, x.op, x.new_id, x.k, x.object, x.valid_from, x.next_from, x.vali
        x.artifacts, x.commit_time, x.commit_time, true
 FROM _tm_xr AS x WHERE x.cuts;
 
--- The rounds go on from here: the operations taken are landed, their facts' states replaced,
--- and each key's remaining operations renumbered from round 1.
+-- The rounds go on from here: the operations taken are landed, their facts' states replaced
+-- (`keep_states`), and each key's remaining operations renumbered from round 1.
 INSERT INTO _tm_landed
 SELECT x.op, r.fact_id, r.f FROM _tm_xr AS x
 JOIN _tm_xruns AS r ON r.k = x.k AND r.run = x.run
 UNION ALL
 SELECT x.op, x.new_id, x.op FROM _tm_xr AS x WHERE x.cuts;
 
+-- How many operations the pass took off each key: for the driver's next window and for
+-- renumbering what is left (either part below).
+CREATE OR REPLACE TEMP TABLE _tm_xtaken AS SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k;
+
+-- @part keep_states
+-- After a pass (this file's or closedform_busy.sql's): the states it changed (`_tm_xe`) replace
+-- their facts' in `_tm_state`, each fact's last (a fact changes at most once a round); a
+-- retracted fact is no longer believed.
 DELETE FROM _tm_state WHERE f IN (SELECT e.f FROM _tm_xe AS e);
 
--- each fact's last state (a fact changes at most once a round)
 INSERT INTO _tm_state
 SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
 SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round
 WHERE e.status <> 'retracted';
-
--- How many operations the pass took off each key: for the driver's next window and for
--- renumbering what is left (either part below).
-CREATE OR REPLACE TEMP TABLE _tm_xtaken AS SELECT x.k, count(*) AS taken FROM _tm_xr AS x GROUP BY x.k;
 
 -- @part next_sorted
 -- After a pass that took most of what was left: the rest, each key's renumbered from round 1,

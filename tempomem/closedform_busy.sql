@@ -49,8 +49,9 @@
 -- object, followed from each key's first by pointer doubling (log n joins). The other
 -- operations are guessed to merge: nearly all do when a key has few values, and with many
 -- values few decisions depend on another.
--- The output is closedform.sql's: `_tm_xe`, `_tm_landed`, `_tm_state`, `_tm_xtaken`, and the
--- refused in `_tm_refused`, as the rounds write them.
+-- The output is closedform.sql's: `_tm_xe` (which closedform.sql's `keep_states` then puts in
+-- `_tm_state`), `_tm_landed`, `_tm_xtaken`, and the refused in `_tm_refused`, as the rounds write
+-- them.
 
 -- @part busy_setup
 -- The busy keys this pass can take, with the latest recorded_at of their stored revisions,
@@ -405,11 +406,5 @@ JOIN _tm_yp AS c ON c.k = t.k AND c.made AND c.p < t.p
                AND ((c.s > t.s AND c.s < coalesce(t.e, 'infinity')) OR c.p = t.holder_p)
 WHERE NOT t.makes AND t.target_p IS NULL
 GROUP BY t.op, t.new_id;
-
-DELETE FROM _tm_state WHERE f IN (SELECT e.f FROM _tm_xe AS e);
-
-INSERT INTO _tm_state
-SELECT e.* EXCLUDE (round) FROM _tm_xe AS e
-SEMI JOIN (SELECT f, max(round) AS round FROM _tm_xe GROUP BY f) AS m ON m.f = e.f AND m.round = e.round;
 
 CREATE OR REPLACE TEMP TABLE _tm_xtaken AS SELECT t.k, count(*) AS taken FROM _tm_yt AS t GROUP BY t.k;

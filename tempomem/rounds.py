@@ -212,13 +212,14 @@ def _left(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
 
 def _collect(con: duckdb.DuckDBPyConnection, emitted: list[pa.Table], offset: int,
              ops_left: int) -> tuple[int, int, int]:
-    """Keep a pass's changed states (``_tm_xe``) numbered after ``offset`` and take its
-    operations off ``_tm_ops``; return the new offset, the operations taken and the most one
-    key gave."""
+    """Keep a pass's changed states (``_tm_xe``) numbered after ``offset``, put them in
+    ``_tm_state`` and take its operations off ``_tm_ops``; return the new offset, the operations
+    taken and the most one key gave."""
     closed = con.sql("SELECT * FROM _tm_xe").to_arrow_table()
     emitted.append(closed.set_column(0, "round", pc.add(closed["round"], pa.scalar(offset, pa.int32()))))
     offset += con.sql("SELECT coalesce(max(round), 0) FROM _tm_xe").fetchall()[0][0]
     taken, busiest = con.sql("SELECT coalesce(sum(taken), 0), coalesce(max(taken), 0) FROM _tm_xtaken").fetchall()[0]
+    _run(con, "keep_states")
     _run(con, "next_sorted" if 2 * taken >= ops_left else "next_in_place")
     return offset, taken, busiest
 

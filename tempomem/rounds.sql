@@ -25,7 +25,8 @@
 --
 -- Statements are grouped in parts named by `-- @part` lines (connection.sql_parts): `setup` runs
 -- once; then `runs` (the closed form, in closedform.sql, over each key's next $window
--- operations) and `next_sorted` or `next_in_place` after it, and while it pays, one `round` and
+-- operations) and `keep_states`, then `next_sorted` or `next_in_place` after it (the busy pass
+-- of closedform_busy.sql is followed by the same), and while it pays, one `round` and
 -- `advance` before it is tried again; then each statement of `round` once per round with $round
 -- bound; `output` once at the end.
 
