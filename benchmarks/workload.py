@@ -18,7 +18,7 @@ So a key has 9 revisions, 10 when corrected (≈ 9.2 on average with the default
 
 Outputs, under ``out/``:
 - ``store/``: the tempomem store: one Parquet file per batch of subjects (about 1M rows, the
-  store's row groups, zstd), all committed as one Delta commit through ``Storage.add_files``
+  store's row groups and compression), all committed as one Delta commit through ``Storage.add_files``
   under the writer lock, so 10M revisions never sit in memory at once; then folded
   (``Storage.fold``), which is the layout a store gives itself when it compacts: the rows still
   believed first, then the rest, each part sorted by ``schema.SORT_KEYS``;
@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 import tempomem as tm
 from tempomem.schema import EVENT_SCHEMA, PREVIOUS, PREVIOUS_COLUMNS, SORT_KEYS
-from tempomem.storage import ROW_GROUP_ROWS
+from tempomem.storage import COMPRESSION, ROW_GROUP_ROWS
 
 PREDICATES = ["p0", "p1", "p2", "p3", "m0", "m1"]
 MULTI = {"m0": "multi", "m1": "multi"}
@@ -200,9 +200,9 @@ def build(out: Path, revisions: int, correction_rate: float = CORRECTION_RATE) -
                                                    "correction_rate": correction_rate}).to_arrow_table()
             # whole histories, so stored folded as a backfill writes them
             events = as_stored(history.cast(HISTORY_SCHEMA))
-            # the store's own layout: its row-group size, zstd (as storage's writer properties)
+            # the store's own layout: its row-group size and compression (as storage's writer properties)
             files.append(storage.new_file_path())
-            pq.write_table(events, files[-1], row_group_size=ROW_GROUP_ROWS, compression="zstd")
+            pq.write_table(events, files[-1], row_group_size=ROW_GROUP_ROWS, compression=COMPRESSION)
             con.register("batch", events)
             flat = con.sql(_FLAT_SQL).to_arrow_table()
             con.unregister("batch")

@@ -7,7 +7,7 @@ list of a newer version) are :mod:`.log`; every Parquet writer setting lives in 
 
 from .delta import Snapshot, parquet_stats, snapshot_files
 from .folder import Storage
-from .writer import ROW_GROUP_ROWS, BackgroundWriter, FoldParts, parquet_writer
+from .writer import COMPRESSION, ROW_GROUP_ROWS, BackgroundWriter, FoldParts, parquet_writer
 
-__all__ = ["ROW_GROUP_ROWS", "BackgroundWriter", "FoldParts", "Snapshot", "Storage", "parquet_stats", "parquet_writer",
-           "snapshot_files"]
+__all__ = ["COMPRESSION", "ROW_GROUP_ROWS", "BackgroundWriter", "FoldParts", "Snapshot", "Storage", "parquet_stats",
+           "parquet_writer", "snapshot_files"]

@@ -24,7 +24,7 @@ from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, SORT_KEYS
 from . import delta, log
 from .delta import Snapshot, parquet_stats, run
-from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
+from .writer import COMPRESSION, FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
 
 _META_DIR = "_tempomem"
 #: Compact once this many files of one size tier have piled up.
@@ -164,7 +164,7 @@ class Storage:
 
     def new_file_path(self) -> Path:
         """A fresh name for a data file written into the table folder (then :meth:`add_files`)."""
-        return self.path / f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
+        return self.path / f"part-00000-{uuid.uuid4()}-c000.parquet"
 
     def add_files(self, files: list[Path], *, replace_all: bool = False) -> int:
         """Commit Parquet files (``EVENT_SCHEMA`` columns, written in the table folder by someone
@@ -306,7 +306,7 @@ class Storage:
                 bind_files(con, self.snapshot().files, first=True, macros=False)
             try:
                 con.execute(f"COPY ({query} ORDER BY {order}) TO $folder "
-                            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
+                            f"(FORMAT parquet, COMPRESSION {COMPRESSION}, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
                             f"ROW_GROUPS_PER_FILE {FOLD_ROW_GROUPS_PER_FILE}, PRESERVE_ORDER true, "
                             "FILENAME_PATTERN 'part-{i}')",
                             {**params, "folder": str(folder)})
