@@ -25,10 +25,10 @@ from ..schema import EVENT_SCHEMA
 #: decoding, but at 10M revisions they made a point query through SQL 27 -> 80 ms and a count of
 #: as_of 0.17 -> 0.45 s (bench_reads.py, issue 20): DuckDB's scans pay per group.
 ROW_GROUP_ROWS = 16 * 1024
-#: The Parquet compression of every data file. Reading a row group is mostly decompressing it,
-#: and LZ4 decompresses ~3x faster than ZSTD: at 10M revisions (bench_reads.py, issue 20) a
-#: snapshot as_believed 1.35 -> 0.98 s, as_of 0.97 -> 0.78 s, a count of as_of 139 -> 78 ms and
-#: a point read of a key not read before 11.6 -> 8.9 ms, for files ~1.6x larger (371 -> 595 MB).
+#: The Parquet compression of every data file. Reading a row group is mostly decompressing it:
+#: pyarrow decodes a 16k-row group of a fold's files in 3.95 ms from ZSTD, 2.27 ms from LZ4, and
+#: at 10M revisions a snapshot as_of took 0.99 -> 0.85 s, as_believed 1.38 -> 0.99 s, a count of
+#: as_of 156 -> 83 ms (benchmarks/README.md, issue 20), for files ~1.6x larger (371 -> 595 MB).
 #: Every reader of a Delta table (DuckDB, Polars, pyarrow, deltalake, Spark) reads LZ4_RAW.
 COMPRESSION = "lz4_raw"
 #: DuckDB's memory for a fold; a larger table spills its sort to a temporary folder.
