@@ -172,3 +172,31 @@ def test_a_fold_stores_the_believed_rows_first_each_part_in_key_order(mem: tm.Me
     assert rows.rows() == [
         ("ada", "Helsinki", 2, True), ("ada", "Berlin", 1, True), ("bob", "Oslo", 2, True), ("bob", "Bergen", 1, True),
         ("ada", "Helsinki", 1, False), ("bob", "Oslo", 1, False)]
+
+
+def _codecs(mem: tm.Memory) -> set[str]:
+    files = list(mem._storage.snapshot().files)
+    return {c for (c,) in mem.sql("SELECT DISTINCT compression FROM parquet_metadata($files)",
+                                  params={"files": files}).fetchall()}
+
+
+def test_a_store_written_in_zstd_reads_the_same_and_a_fold_rewrites_it_in_lz4(mem: tm.Memory, clock,
+                                                                                tmp_path) -> None:
+    clock.set("2026-01-01")
+    mem.assert_fact("ada", "city", "Helsinki", valid_from="2020")
+    clock.set("2026-02-01")
+    mem.assert_fact("ada", "city", "Berlin", valid_from="2025")
+    mem.assert_fact("bob", "city", "Oslo", valid_from="2021")
+    assert _codecs(mem) == {"LZ4_RAW"}
+    # the same rows in one file as tempomem wrote its files until issue 20: ZSTD
+    old = tm.open(tmp_path / "old", create=True)
+    path = old._storage.new_file_path()
+    pq.write_table(mem.sql("SELECT * FROM _tm_events").to_arrow_table(), path, compression="zstd")
+    old._storage.add_files([path])
+    assert _codecs(old) == {"ZSTD"}
+    expected = mem.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl()
+    assert old.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(expected)
+    old._storage.fold()
+    assert _codecs(old) == {"LZ4_RAW"}
+    assert old.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(expected)
+    assert old.as_of("2025-06", "ada")["object"].to_list() == ["Berlin"]
