@@ -8,7 +8,8 @@ The input is generated in a temporary folder (one row per fact, unique keys, str
 offsets, an epoch-free mix of typed and text columns plus one extra column kept as attributes).
 Each timed run happens in a fresh spawned process so that its peak RSS (``ru_maxrss``) is the
 load's own. The baseline is DuckDB alone reading the same file and writing it back to Parquet
-(ZSTD), run the same number of times in the same invocation; the ratio is of the medians.
+in the store's compression (``storage.COMPRESSION``), run the same number of times in the same
+invocation; the ratio is of the medians.
 
 ``--parts`` then times, each in a fresh process and on one store the runs wrote, two things the
 load cannot do without: DuckDB copying the input sorted by key (what any key-ordered write
@@ -100,9 +101,11 @@ def _run_backfill(source: str, store: str, queue: multiprocessing.Queue) -> None
 def _run_duckdb_copy(source: str, target: str, queue: multiprocessing.Queue) -> None:
     import duckdb
 
+    from tempomem.storage import COMPRESSION
+
     con = duckdb.connect()
     start, cpu = time.perf_counter(), _cpu_s()
-    con.read_parquet(source).write_parquet(target, compression="zstd")
+    con.read_parquet(source).write_parquet(target, compression=COMPRESSION)
     elapsed = time.perf_counter() - start
     queue.put((elapsed, _peak_rss_mb(), None, None, _cpu_s() - cpu))
 
@@ -110,9 +113,11 @@ def _run_duckdb_copy(source: str, target: str, queue: multiprocessing.Queue) -> 
 def _run_sorted_copy(source: str, target: str, queue: multiprocessing.Queue) -> None:
     import duckdb
 
+    from tempomem.storage import COMPRESSION
+
     con = duckdb.connect()
     start, cpu = time.perf_counter(), _cpu_s()
-    con.read_parquet(source).order("subject, predicate, recorded_at").write_parquet(target, compression="zstd")
+    con.read_parquet(source).order("subject, predicate, recorded_at").write_parquet(target, compression=COMPRESSION)
     queue.put((time.perf_counter() - start, _peak_rss_mb(), None, None, _cpu_s() - cpu))
 
 
