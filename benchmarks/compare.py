@@ -9,8 +9,8 @@ floor: DuckDB scanning the store's Parquet files with the same key/time predicat
 bitemporal logic. Each query class runs once to warm up, then ``--runs`` times (fewer for the
 heavy classes, see ``HEAVY_RUNS``); the median, min and max are kept, and every system's answer
 size is compared with tempomem's (a mismatch is reported, never hidden). A system that cannot
-run is skipped with a printed reason. Results go to ``results.json`` (merged across runs) and
-``RESULTS.md`` + ``results.png`` are rewritten from it.
+run is skipped with a printed reason. Results go to ``results.json`` (``--results``; merged across
+runs) and ``RESULTS.md`` + ``results.png`` beside it are rewritten from it.
 """
 
 from __future__ import annotations
@@ -766,8 +766,9 @@ def main() -> None:
         args.results.write_text(json.dumps(results, indent=1))
         import report
 
-        report.write(results, HERE / "RESULTS.md", HERE / "results.png")
-    print(f"\nwrote {args.results}, {HERE / 'RESULTS.md'}, {HERE / 'results.png'}")
+        # beside the results file: a run into a scratch file leaves the published tables alone
+        report.write(results, args.results.parent / "RESULTS.md", args.results.parent / "results.png")
+    print(f"\nwrote {args.results}, {args.results.parent / 'RESULTS.md'}, {args.results.parent / 'results.png'}")
 
 
 if __name__ == "__main__":
