@@ -18,6 +18,7 @@ import polars as pl
 from . import overlaps
 from .connection import quote, sql_parts
 from .errors import TempomemError
+from .forks import check_polars
 from .schema import FACT_COLUMNS
 from .states import from_rows
 
@@ -40,6 +41,7 @@ _REVISION_COLUMNS = [*FACT_COLUMNS, "revision", "believed_until"]
 
 def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
     """Run ``query`` with bound ``params`` and return the whole answer as a Polars frame."""
+    check_polars()
     table = con.sql(query, params=params or {}).to_arrow_table()
     return pl.from_arrow(table)  # type: ignore[return-value]
 
