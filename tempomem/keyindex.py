@@ -20,7 +20,7 @@ reason (files never change once written) a kept group can never be stale.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -94,11 +94,9 @@ class _File:
         """Per row group: every row folded with its belief end stored, so none is a row of ``facts``."""
         return np.array([state == footer.ENDED for state in footer.groups_folding(self.metadata)], dtype=bool)
 
-    def groups(self, may: np.ndarray | bool, facts_only: bool) -> np.ndarray:
-        """The row groups to read: those that ``may`` hold the rows sought (a flag per group, or
-        one for all), less, for a reader of ``facts`` alone, those that hold none of its rows."""
-        may = np.broadcast_to(may, self.metadata.num_row_groups)
-        return np.flatnonzero(may & ~self.ended if facts_only else may)
+    def groups(self, facts_only: bool) -> np.ndarray:
+        """Its row groups, less, for a reader of ``facts`` alone, those holding none of its rows."""
+        return np.flatnonzero(~self.ended) if facts_only else np.arange(self.metadata.num_row_groups)
 
 
 def _statistics(metadata: pq.FileMetaData) -> dict[str, _Bounds]:
@@ -112,6 +110,51 @@ def _statistics(metadata: pq.FileMetaData) -> dict[str, _Bounds]:
         hi = np.array([s.max if k else "" for s, k in zip(stats, known, strict=True)], dtype=np.str_)
         bounds[name] = _Bounds(lo, hi, known)
     return bounds
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A version's files as a lookup sees them: the row groups of its large files as one set of
+    arrays (each group's file, place, key bounds and whether it holds no row of ``facts``), so
+    that a lookup tests every group of the version in one numpy operation, not a loop over its
+    files (a 100M-revision store has ~100); and its small files, known by hashes."""
+
+    large: tuple[_File, ...]
+    file_of: np.ndarray
+    group_of: np.ndarray
+    bounds: dict[str, _Bounds]
+    ended: np.ndarray
+    small: tuple[_File, ...]
+
+    @classmethod
+    def of(cls, entries: Sequence[_File]) -> _Layout:
+        large = tuple(e for e in entries if e.hashes is None)
+        counts = [e.metadata.num_row_groups for e in large]
+        bounds = {c: _Bounds(*(_joined_arrays([getattr(e.bounds[c], part) for e in large], dtype)
+                               for part, dtype in (("lo", np.str_), ("hi", np.str_), ("known", bool))))
+                  for c in _KEY_COLUMNS}
+        places = _joined_arrays([np.arange(n) for n in counts], int)
+        return cls(large, np.repeat(np.arange(len(large)), counts), places, bounds,
+                   _joined_arrays([e.ended for e in large], bool), tuple(e for e in entries if e.hashes is not None))
+
+    def may_hold(self, given: dict[str, str]) -> np.ndarray:
+        """Per group: whether its statistics leave room for a row with the ``given`` key values."""
+        return np.logical_and.reduce([self.bounds[c].may_hold(v) for c, v in given.items()])
+
+    def groups(self, may: np.ndarray, facts_only: bool, small_holds: Callable[[_File], bool]
+               ) -> Iterable[tuple[_File, int]]:
+        """The (file, group) pairs to read: every group of the small files that ``small_holds``
+        and the large files' groups that ``may`` hold the rows sought; for a reader of ``facts``
+        alone, none that holds no row of it."""
+        for entry in self.small:
+            if small_holds(entry):
+                yield from ((entry, int(g)) for g in entry.groups(facts_only))
+        for i in np.flatnonzero(may & ~self.ended if facts_only else may):
+            yield self.large[self.file_of[i]], int(self.group_of[i])
+
+
+def _joined_arrays(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate([np.zeros(0, dtype=dtype), *parts])
 
 
 def _dictionary_columns(metadata: pq.FileMetaData) -> list[str]:
@@ -207,6 +250,7 @@ class KeyIndex:
     def __init__(self, cache_bytes: int = 0) -> None:
         self._files: dict[str, _File] = {}
         self._groups = _Groups(cache_bytes)
+        self._layout: tuple[tuple[str, ...], _Layout] | None = None
 
     def rows(self, files: Sequence[str], keys: Iterable[Key], *, facts_only: bool = False,
              unread: Sequence[str] = ()) -> pa.Table:
@@ -217,23 +261,13 @@ class KeyIndex:
         keys = list(keys)
         wanted = pa.array([_key_string(k) for k in keys], pa.string())
         subjects = pa.array(sorted({k[1] for k in keys}), pa.string())
-        wanted_hashes = None
-        columns = [c for c in EVENT_SCHEMA.names if c not in unread]
-        parts = [NO_ROWS]
-        for entry in self._entries(files):
-            if entry.hashes is not None:
-                wanted_hashes = _hashes(wanted) if wanted_hashes is None else wanted_hashes
-                groups = entry.groups(True, facts_only) if _holds(entry.hashes, wanted_hashes) else []
-            else:
-                may = np.zeros(entry.metadata.num_row_groups, dtype=bool)
-                for key in keys:
-                    may |= np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in zip(_KEY_COLUMNS, key,
-                                                                                            strict=True)])
-                groups = entry.groups(may, facts_only)
-            for group in groups:
-                keys_read = self._groups.read(entry, group, _KEY_TUPLE)
-                parts.append(self._found(entry, group, _key_positions(keys_read, subjects, wanted), columns, keys_read))
-        return pa.concat_tables(parts)
+        layout = self._layout_of(files)
+        hashes = _hashes(wanted) if layout.small else None
+        may = np.zeros(len(layout.file_of), dtype=bool)
+        for key in keys:
+            may |= layout.may_hold(dict(zip(_KEY_COLUMNS, key, strict=True)))
+        return self._read(layout.groups(may, facts_only, lambda e: _holds(e.hashes, hashes)),
+                          lambda keys_read: _key_positions(keys_read, subjects, wanted), unread)
 
     def subject_rows(self, files: Sequence[str], subject: str, *, scope: str | None = None,
                      predicate: str | None = None, facts_only: bool = False,
@@ -247,36 +281,40 @@ class KeyIndex:
         """
         given = {"scope": scope, "subject": subject, "predicate": predicate}
         given = {c: v for c, v in given.items() if v is not None}
-        wanted = None
+        layout = self._layout_of(files)
+        hashes = _hashes(pa.array([subject], pa.string())) if layout.small else None
+        return self._read(layout.groups(layout.may_hold(given), facts_only, lambda e: _holds(e.subjects, hashes)),
+                          lambda keys_read: np.flatnonzero(np.logical_and.reduce(
+                              [_equal(keys_read[c], v) for c, v in given.items()])), unread)
+
+    def _read(self, groups: Iterable[tuple[_File, int]], positions: Callable[[pa.Table], np.ndarray],
+              unread: Sequence[str]) -> pa.Table:
+        """The rows of ``groups`` at the sorted ``positions`` their key columns give, as
+        ``EVENT_SCHEMA`` (``unread`` columns NULL). A group's other columns are decoded only when
+        it holds one of them (a group whose statistics span the rows sought, such as the one
+        where a fold's two parts meet, often holds none)."""
         columns = [c for c in EVENT_SCHEMA.names if c not in unread]
+        kept, rest = set(columns), tuple(c for c in columns if c not in _KEY_TUPLE)
         parts = [NO_ROWS]
-        for entry in self._entries(files):
-            if entry.subjects is not None:
-                wanted = _hashes(pa.array([subject], pa.string())) if wanted is None else wanted
-                groups = entry.groups(True, facts_only) if _holds(entry.subjects, wanted) else []
-            else:
-                may = np.logical_and.reduce([entry.bounds[c].may_hold(v) for c, v in given.items()])
-                groups = entry.groups(may, facts_only)
-            for group in groups:
-                keys_read = self._groups.read(entry, group, _KEY_TUPLE)
-                found = np.logical_and.reduce([_equal(keys_read[c], v) for c, v in given.items()])
-                parts.append(self._found(entry, group, np.flatnonzero(found), columns, keys_read))
+        for entry, group in groups:
+            keys_read = self._groups.read(entry, group, _KEY_TUPLE)
+            at = positions(keys_read)
+            if not len(at):
+                continue
+            rows = _rows_at(self._groups.read(entry, group, rest), at)
+            found = _rows_at(keys_read, at)
+            # dictionaries become the schema's strings on the few rows found, not on the group
+            parts.append(pa.table([_as_field(found[f.name] if f.name in _KEY_TUPLE else rows[f.name], f)
+                                   if f.name in kept else pa.nulls(len(at), f.type) for f in EVENT_SCHEMA],
+                                  schema=EVENT_SCHEMA))
         return pa.concat_tables(parts)
 
-    def _found(self, entry: _File, group: int, at: np.ndarray, columns: list[str], keys_read: pa.Table) -> pa.Table:
-        """The rows of ``group`` at the sorted positions ``at``, as ``EVENT_SCHEMA`` (columns not
-        in ``columns`` NULL); ``keys_read`` are the group's key columns, already decoded. The
-        group is decoded only when it holds one of them (a group whose statistics span the rows
-        sought, such as the one where a fold's two parts meet, often holds none)."""
-        if not len(at):
-            return NO_ROWS
-        rest = tuple(c for c in columns if c not in _KEY_TUPLE)
-        rows = _rows_at(self._groups.read(entry, group, rest), at)
-        keys = _rows_at(keys_read, at)
-        # dictionaries become the schema's strings on the few rows found, not on the group
-        kept = set(columns)
-        return pa.table([_as_field(keys[f.name] if f.name in _KEY_TUPLE else rows[f.name], f) if f.name in kept
-                         else pa.nulls(len(at), f.type) for f in EVENT_SCHEMA], schema=EVENT_SCHEMA)
+    def _layout_of(self, files: Sequence[str]) -> _Layout:
+        """The layout of ``files``, made again only when the version's files change."""
+        files = tuple(files)
+        if self._layout is None or self._layout[0] != files:
+            self._layout = (files, _Layout.of(list(self._entries(files))))
+        return self._layout[1]
 
     def _entries(self, files: Sequence[str]) -> Iterable[_File]:
         listed = set(files)
