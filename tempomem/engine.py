@@ -376,12 +376,12 @@ class Engine:
             facts = {id(r): [as_fact(batch.states[i]) for i in ids_] for r, ids_ in zip(live, landed, strict=True)}
             name = uuid.uuid4().hex
             # answered before the commit, for the version it will be: a leader killed in between
-            # leaves answers that no offerer accepts
-            version = self.storage.latest_version() + 1 if rows else None
+            # leaves answers that no offerer accepts (a commit that took no offer reads no log)
+            expected = self.storage.latest_version() + 1 if rows and offers else None
             for (offer, _), requests in zip(offers, foreign, strict=True):
                 self._spool.answer(offer, [error_answer(r.error) if r.error is not None
                                            else [fact_answer(f) for f in facts[id(r)]] for r in requests],
-                                   name, version)
+                                   name, expected)
             if rows:
                 version = self.commit(pa.Table.from_pylist(rows, schema=EVENT_SCHEMA).sort_by(SORT_KEYS), commit_time,
                                       name if offers else None)
