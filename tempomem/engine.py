@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -301,21 +301,21 @@ class Engine:
         """Commit ``group`` under the writer lock. While another process holds it, a group of
         assertions is offered (:mod:`tempomem.spool`) and done when that process's commit
         answers it; taken back when this one gets the lock first."""
-        offered: list[str | None] = []
+        offer: str | None = None  # the offer's name once made
+        tried = False
 
         def answered_elsewhere() -> bool:
-            if not offered:
-                try:
-                    offered.append(self._spool.offer([r.news for r in group]))
-                except OSError:  # the spool cannot be written: wait for the lock
-                    offered.append(None)
+            nonlocal offer, tried
+            if not tried:
+                tried = True
+                with suppress(OSError):  # the spool cannot be written: wait for the lock
+                    offer = self._spool.offer([r.news for r in group])
                 return False
-            return offered[0] is not None and self._settle(group, self._spool.poll(offered[0]))
+            return offer is not None and self._settle(group, self._spool.poll(offer))
 
         offerable = all(r.news and not r.fact_ids for r in group)
         with self.exclusive(on_wait=answered_elsewhere if offerable else None) as held:
-            if held is None or (offered and offered[0] is not None
-                                and self._settle(group, self._spool.collect(offered[0]))):
+            if held is None or (offer is not None and self._settle(group, self._spool.collect(offer))):
                 return
             self._commit_group(group)
 
