@@ -26,7 +26,10 @@
 -- @part runs
 -- What the believed facts of each key allow. Only a stored fact's revision holds the clock
 -- back: a state this batch made is not yet a revision (the rounds' `behind` says the same).
--- `disjoint`: in start order, each fact ends by the next one's start.
+-- `disjoint`: in start order, each fact ends by the next one's start, and none is empty. An
+-- empty fact overlaps nothing, so no assertion changes it or is changed by it (SPEC §5, "incl.
+-- empty spans"); the lookups below, which find facts by their start and end, would take its
+-- start for the next fact's, and its end for one an assertion merges into.
 CREATE OR REPLACE TEMP TABLE _tm_xk AS
 WITH ordered AS (
     SELECT s.k, s.f, s.valid_from, s.valid_to, s.last_recorded_at, s.emitted,
@@ -37,7 +40,7 @@ WITH ordered AS (
 SELECT s.k, max(s.last_recorded_at) FILTER (WHERE NOT s.emitted) AS last_at, max(s.valid_from) AS max_from,
        bool_or(s.valid_from IS NULL) AS unknown_start, count(*) FILTER (WHERE s.valid_to IS NULL) AS open_facts,
        max(s.valid_to) AS max_to, arg_max(s.f, s.valid_from) FILTER (WHERE s.valid_to IS NULL) AS open_f,
-       NOT bool_or(s.overlaps_before) AS disjoint
+       NOT bool_or(s.overlaps_before OR s.valid_to <= s.valid_from) AS disjoint
 FROM ordered AS s
 GROUP BY s.k;
 

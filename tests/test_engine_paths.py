@@ -284,6 +284,28 @@ def test_a_cut_after_a_close_keeps_the_close(tmp_path, monkeypatch):
     assert (first["object"], first["status"], first["valid_to"]) == ("y", "retracted", _BASE + 5 * _DAY)
 
 
+@pytest.mark.parametrize("busy", [False, True])
+def test_an_empty_fact_is_never_the_next_start_of_a_late_assertion(tmp_path, monkeypatch, busy):
+    """Found by hypothesis: x@6 (open), then x over the empty span [4, 4), then a late z@1.
+    The empty fact overlaps nothing (SPEC §5, "incl. empty spans"), so z is closed at 6 by
+    x@6, not at 4; the closed form took the empty fact's start for the next one's. On the set
+    path a batch of its own each (the empty fact stored before the late row), and all three in
+    one batch (with ``busy``, decided as a busy key first, the rounds after)."""
+    day = lambda n: _BASE + (n - 1) * _DAY  # noqa: E731
+    rows = [{"subject": "a", "predicate": "p", "object": "x", "valid_from": day(6)},
+            {"subject": "a", "predicate": "p", "object": "x", "valid_from": day(4), "valid_to": day(4)},
+            {"subject": "a", "predicate": "p", "object": "z", "valid_from": day(1)}]
+    apart, together = tmp_path / "apart", tmp_path / "together"
+    apart.mkdir(), together.mkdir()
+    for folder, steps in ((apart, [("assert", [row]) for row in rows]), (together, [("assert", rows)])):
+        _, set_based = _both_paths(folder, monkeypatch, steps, busy)
+        got = set_based.history("a", "p")
+        x6 = got.filter(pl.col("valid_from") == day(6)).row(0, named=True)
+        z = got.filter(pl.col("object") == "z").row(0, named=True)
+        assert (x6["status"], x6["valid_to"]) == ("live", None)
+        assert (z["valid_to"], z["status"], z["superseded_by"]) == (day(6), "superseded", x6["fact_id"])
+
+
 def test_passes_that_read_a_few_operations_a_key_change_nothing(tmp_path, monkeypatch):
     """A replay whose busiest key cuts into its timeline every few rows (rows a minute apart,
     starts up to an hour late, as a metric re-asserted with a reporting lag) takes a dozen
