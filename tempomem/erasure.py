@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from .errors import TempomemError
+from .forks import check_polars
 from .schema import EVENT_SCHEMA, PREVIOUS, SORT_KEYS
 from .states import micros
 from .times import MICROSECOND, system_clock
@@ -45,11 +46,11 @@ def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = Non
     Afterwards no Parquet file or log entry of the store holds the name, nor the erased
     facts' objects or texts; each erased fact keeps its times as an ``erased`` tombstone whose
     last revision carries ``reason``. ``scope=None`` erases it in every scope.
-    3
     """
     if not isinstance(subject, str) or not subject.strip():
         raise TempomemError("subject: a non-empty subject name is required")
     why = clean_reason(reason)
+    check_polars()  # the rewrite is Polars work under the writer lock: refused before taking it
     with engine.exclusive():
         commit_time = engine.commit_time()
         rows = pl.from_arrow(engine.connection().sql("SELECT * FROM _tm_events").to_arrow_table())

@@ -6,8 +6,13 @@ first Polars call that hands it work waits forever (a parent that ran any query,
 child's first ``mem.as_of``: the child hangs in ``pl.from_arrow``). Every query form returns a
 Polars frame, so such a child gets :class:`~tempomem.errors.TempomemError` naming the remedy
 instead of a hang. A child forked before the pool started, or started by ``spawn`` or
-``forkserver``, starts a pool of its own and is unaffected; so are a forked child's writes,
-whose Facts are made without the pool.
+``forkserver``, starts a pool of its own and is unaffected.
+
+A forked child's writes work without the pool: ``assert_fact``, ``invalidate``, ``correct`` and
+``assert_many`` of dicts, Arrow or pandas (their Facts are made with Arrow alone). What needs
+Polars is refused before it takes the writer lock, never hung holding it (a hang there would
+stop every writer of the store): a Polars frame as input, ``backfill`` and the importers (their
+report is Polars frames), ``forget`` and ``embed``.
 """
 
 from __future__ import annotations

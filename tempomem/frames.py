@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from .errors import TempomemError
+from .forks import check_polars
 
 #: What every frame-taking function accepts, for its error message.
 KINDS = "a Polars/pandas/Arrow frame, a DuckDB relation or a list of dicts"
@@ -25,10 +26,9 @@ def as_arrow(data: Any, *, field: str = "data", paths: bool = False) -> pa.Table
         return data
     if isinstance(data, pa.RecordBatchReader):
         return data.read_all()
-    if isinstance(data, pl.DataFrame):
-        return data.to_arrow()
-    if isinstance(data, pl.LazyFrame):
-        return data.collect().to_arrow()
+    if isinstance(data, pl.DataFrame | pl.LazyFrame):
+        check_polars()  # reading the caller's frame is work for Polars' threads
+        return (data.collect() if isinstance(data, pl.LazyFrame) else data).to_arrow()
     if isinstance(data, duckdb.DuckDBPyRelation):
         return data.to_arrow_table()
     if type(data).__module__.startswith("pandas"):

@@ -18,6 +18,7 @@ import polars as pl
 
 from .connection import quote
 from .errors import TempomemError, TimeParseError
+from .forks import check_polars
 from .frames import as_arrow
 from .timegrammar import reason_sql, time_sql
 
@@ -48,6 +49,7 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     missing = [c for c in required if c not in table.column_names]
     if missing:
         raise TempomemError(f"{field}: no {missing[0]!r} column (columns: {', '.join(table.column_names) or 'none'})")
+    check_polars()
     original = pl.from_arrow(table)
     assert isinstance(original, pl.DataFrame)
     original = original.with_row_index(ROW)

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from .connection import sql_parts
 from .embed import Embedder, default_embedder
 from .errors import TempomemError
+from .forks import check_polars
 from .progress import batches
 from .queries import frame
 from .storage import Storage
@@ -106,6 +107,7 @@ _EMBED_BATCH = 65_536
 
 def embed(engine: Engine, embedder: Embedder) -> int:
     """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
+    check_polars()  # the texts are Polars work under the writer lock: refused before taking it
     with engine.exclusive():
         con = engine.connection()
         missing = con.sql(_SQL["missing"]).to_arrow_table()
@@ -239,6 +241,7 @@ def recall(reader: Reader, query: Any, k: int = 5, *, valid_at: TimeLike | None 
            believed_at: TimeLike | None = None, subject: str | None = None, predicate: str | None = None,
            trusted: Any = None) -> pl.DataFrame:
     """See :meth:`Memory.recall`."""
+    check_polars()  # the store's embedder reads a text query with Polars
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise TempomemError(f"k: must be a positive integer, got {k!r}")
     vector = _query_vector(reader, query)

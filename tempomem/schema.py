@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SCHEMA_VERSION = 3
 
@@ -140,12 +140,12 @@ _FACT_TIME_FIELDS = tuple(f.name for f in FACT_FIELDS if pa.types.is_timestamp(f
 
 def facts_from_table(table: pa.Table) -> list[Fact]:
     """``Fact.from_row`` of every row of ``table``, converted a column at a time: a batch's
-    facts cost what building the objects costs, not a mapping per row."""
-    frame = pl.from_arrow(table.select(list(_FACT_FIELD_NAMES)))
-    assert isinstance(frame, pl.DataFrame)
+    facts cost what building the objects costs, not a mapping per row. Arrow only, no Polars:
+    a writer process forked from one that ran Polars cannot run Polars (:mod:`tempomem.forks`),
+    and its writes end here."""
     columns = []
     for name in _FACT_FIELD_NAMES:
-        column = frame.get_column(name)
+        column = table.column(name)
         if name in _FACT_TIME_FIELDS:
             columns.append(_instants(column))
         elif name == "artifacts":
@@ -153,7 +153,7 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
         elif name == "embedding":
             columns.append(_tuples(column, empty=None))
         else:
-            columns.append(column.to_list())
+            columns.append(column.to_pylist())
     # Filled a dict at a time, not through Fact(): a frozen dataclass's __init__ sets each of
     # its 24 fields with object.__setattr__, which was half of what a 100k-row batch's facts cost.
     facts = []
@@ -167,21 +167,22 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _instants(column: pl.Series) -> list[datetime | None]:
+def _instants(column: pa.ChunkedArray) -> list[datetime | None]:
     """A time column as aware UTC datetimes. A batch's times repeat (one commit, one
     ingestion, a few starts), so each distinct instant is made once and the rows take theirs
-    by rank: at 100k rows a third of the cost of making one per row."""
-    micros = column.dt.epoch("us")
-    distinct = micros.unique().drop_nulls().sort().to_list()
-    made = np.array([None, *(_EPOCH + timedelta(microseconds=us) for us in distinct)], dtype=object)
-    return made[micros.rank("dense").fill_null(0).cast(pl.Int64).to_numpy()].tolist()
+    by place: at 100k rows a third of the cost of making one per row."""
+    micros = pc.cast(pc.cast(column, _TS), pa.int64())
+    distinct = pc.unique(micros).drop_null()
+    made = np.array([None, *(_EPOCH + timedelta(microseconds=us) for us in distinct.to_pylist())], dtype=object)
+    place = pc.fill_null(pc.add(pc.index_in(micros, value_set=distinct), 1), 0)
+    return made[place.to_numpy()].tolist()
 
 
-def _tuples(column: pl.Series, empty: tuple[()] | None) -> list[Any]:
+def _tuples(column: pa.ChunkedArray, empty: tuple[()] | None) -> list[Any]:
     """A list column as tuples; a null or empty list is ``empty``. Most facts have no artifacts
     and no embedding: only the other rows' lists are converted."""
     values: list[Any] = [empty] * len(column)
-    given = column.list.len().fill_null(0) > 0 if empty == () else column.is_not_null()
-    for i, value in zip(given.arg_true().to_list(), column.filter(given).to_list(), strict=True):
+    given = pc.greater(pc.fill_null(pc.list_value_length(column), 0), 0) if empty == () else pc.is_valid(column)
+    for i, value in zip(pc.indices_nonzero(given).to_pylist(), column.filter(given).to_pylist(), strict=True):
         values[i] = tuple(value)
     return values
