@@ -9,6 +9,8 @@
     python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50 (and a new process's
                                                                      # first), bare Delta append
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
+    python benchmarks/bench_writes.py follow --count 90000           # an agent's assert_fact right after
+                                                                     # another writer's batch, vs one row
     python benchmarks/bench_writes.py importers --rows 1000000       # mem0 / Graphiti vs generic backfill
     python benchmarks/bench_writes.py importers --rows 1000000 --heavy 100000   # and one memory of 100k events
 
@@ -313,6 +315,35 @@ def writers(args: argparse.Namespace) -> None:
               f"(runs: {_runs(runs, 'writes_per_s', 0)})")
 
 
+def _after_batch(folder: str, batch: int, calls: int) -> dict[str, float]:
+    """p50 of an agent's assert_fact, each right after another writer (a second open store on the
+    folder: its own engine and state cache) committed ``batch`` rows; the agent holds 20 keys."""
+    agent, other = _open(folder), _open(folder)
+    for k in range(20):
+        agent.assert_fact(f"agent-{k}", "step", "s0")
+    times = []
+    for i in range(calls):
+        other.assert_many([{"subject": f"bulk-{i}-{j}", "predicate": "zone", "object": "a"} for j in range(batch)])
+        started = time.perf_counter()
+        agent.assert_fact(f"agent-{i % 20}", "step", f"s{i + 1}")
+        times.append(time.perf_counter() - started)
+    return {"p50_ms": statistics.median(times) * 1000}
+
+
+def follow(args: argparse.Namespace) -> None:
+    results = {}
+    for batch in (1, args.count):
+        runs = []
+        for _ in range(args.runs):
+            with tempfile.TemporaryDirectory(prefix="bench-writes-") as folder:
+                tm.open(folder, create=True)
+                runs.append(_timed("after_batch", folder, batch, args.calls))
+        results[batch] = _median(runs, "p50_ms")
+        print(f"assert_fact right after another writer's batch of {batch:>7,} rows: p50 {results[batch]:7.1f} ms "
+              f"(runs: {_runs(runs, 'p50_ms', 1)})")
+    print(f"ratio: {results[args.count] / results[1]:.2f}x the one-row baseline")
+
+
 def _mem0_file(path: Path, rows: int, heavy: int = 0) -> None:
     """A mem0 history of ``rows`` events on ``rows // 5`` memories; ``heavy``: memory 0 has
     that many of them (a status memory updated all day), spread over the year."""
@@ -368,7 +399,7 @@ def importers(args: argparse.Namespace) -> None:
 
 
 _TASKS = {"load": _load, "import": _import, "many": _assert_many, "bare": _bare_append, "fact": _fact_latency,
-          "bare_latency": _bare_latency, "threads": _threads, "processes": _processes}
+          "bare_latency": _bare_latency, "threads": _threads, "processes": _processes, "after_batch": _after_batch}
 
 
 def main() -> None:
@@ -391,13 +422,17 @@ def main() -> None:
     p = sub.add_parser("writers")
     p.add_argument("--writers", type=int, default=8)
     p.add_argument("--per-writer", type=int, default=200)
+    p = sub.add_parser("follow")
+    p.add_argument("--count", type=int, default=90_000)
+    p.add_argument("--calls", type=int, default=7)
     p = sub.add_parser("importers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--heavy", type=int, default=0, help="also a mem0 history with one memory this many events")
     args = parser.parse_args()
     print(f"{args.what}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"python {sys.version.split()[0]}")
-    {"replay": replay, "many": many, "fact": fact, "writers": writers, "importers": importers}[args.what](args)
+    {"replay": replay, "many": many, "fact": fact, "writers": writers, "follow": follow,
+     "importers": importers}[args.what](args)
 
 
 if __name__ == "__main__":

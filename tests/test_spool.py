@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import reliability_workers as workers
+from conftest import ts
 
 import tempomem as tm
 from tempomem.spool import Spool, dumps, loads
@@ -162,6 +163,31 @@ def test_writers_taking_turns_keep_each_others_keys_up_to_date(tmp_path):
     assert sorted(one.current("svc", "tags")["object"].to_list()) == ["x", "z"]
     d = two.assert_fact("svc", "owner", "cy", valid_from="2026-04-01")  # a duplicate of one's live fact
     assert d.fact_id == c.fact_id
+    assert one.check().ok
+
+
+def test_a_writer_learns_its_keys_from_another_writers_large_batch(tmp_path):
+    """Another writer's batch of more rows than the keys a writer holds is read for those keys
+    alone (states.StateCache.sync); the rows of its keys in it must still reach the writer. Here
+    two's batch of 2,001 rows closes one's ada and retracts one's tag among 2,000 other rows."""
+    one = tm.open(tmp_path / "s", create=True, predicates={"tags": "multi"})
+    two = tm.open(tmp_path / "s")
+    ada = one.assert_fact("svc", "owner", "ada", valid_from="2026-01-01")
+    tag = one.assert_fact("svc", "tags", "x", valid_from="2026-01-01")
+    others = [{"subject": f"host-{i}", "predicate": "zone", "object": "a"} for i in range(2000)]
+    [bob] = two.assert_many([{"subject": "svc", "predicate": "owner", "object": "bob",
+                              "valid_from": ts("2026-02-01")}, *others])[:1]
+    two.correct(tag.fact_id, reason="not a tag")
+    cy = one.assert_fact("svc", "owner", "cy", valid_from="2026-03-01")  # one must close bob, not ada again
+    one.assert_fact("svc", "tags", "z", valid_from="2026-01-01")
+    history = one.history("svc", "owner")
+    assert history.select("object", "valid_to", "status", "superseded_by").rows() == [
+        ("ada", ts("2026-02-01"), "superseded", bob.fact_id),
+        ("bob", ts("2026-03-01"), "superseded", cy.fact_id),
+        ("cy", None, "live", None),
+    ]
+    assert ada.fact_id == history["fact_id"][0]
+    assert one.current("svc", "tags")["object"].to_list() == ["z"]
     assert one.check().ok
 
 
