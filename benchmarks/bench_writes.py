@@ -11,6 +11,8 @@
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
     python benchmarks/bench_writes.py follow --count 90000           # an agent's assert_fact right after
                                                                      # another writer's batch, vs one row
+    python benchmarks/bench_writes.py busykey --facts 100000         # assert_fact on a key of 100k facts
+                                                                     # vs on a key of none, one store
     python benchmarks/bench_writes.py importers --rows 1000000       # mem0 / Graphiti vs generic backfill
     python benchmarks/bench_writes.py importers --rows 1000000 --heavy 100000   # and one memory of 100k events
 
@@ -42,6 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +55,7 @@ import tempomem as tm
 
 _US = pa.timestamp("us", tz="UTC")
 _YEAR_US = 365 * 86400 * 10**6
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def generate_log(path: Path, keys: int, per_key: int, heavy: int = 0, seed: int = 7,
@@ -344,6 +348,43 @@ def follow(args: argparse.Namespace) -> None:
     print(f"ratio: {results[args.count] / results[1]:.2f}x the one-row baseline")
 
 
+def _busy_key(folder: str, facts: int, calls: int) -> dict[str, float]:
+    """A status key of ``facts`` facts ten minutes apart (loaded as given), then ``calls``
+    assert_facts on it and as many on a key of none, each continuing its timeline."""
+    mem = _open(folder)
+    starts = (np.datetime64("2020-01-01T00:00:00", "us") + np.arange(facts) * np.timedelta64(10, "m")).astype(np.int64)
+    ends = np.append(starts[1:], starts[-1] + 600 * 10**6)
+    mem.backfill(pa.table({"subject": ["svc"] * facts, "predicate": ["status"] * facts,
+                           "object": [f"v{i % 3}" for i in range(facts)],
+                           "valid_from": pa.array(starts.astype("datetime64[us]")).cast(_US),
+                           "valid_to": pa.array(ends.astype("datetime64[us]")).cast(_US),
+                           "recorded_at": pa.array((starts + 60 * 10**6).astype("datetime64[us]")).cast(_US)}))
+    out = {}
+    for subject in ("svc", "fresh"):
+        times = []
+        for i in range(calls):
+            at = _EPOCH + timedelta(microseconds=int(ends[-1]) + i * 600 * 10**6)
+            started = time.perf_counter()
+            mem.assert_fact(subject, "status", f"w{i % 3}", valid_from=at)
+            times.append(time.perf_counter() - started)
+        out[f"{subject}_first_ms"] = times[0] * 1000
+        out[f"{subject}_p50_ms"] = statistics.median(times[1:]) * 1000
+    return out
+
+
+def busykey(args: argparse.Namespace) -> None:
+    runs = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="bench-writes-") as folder:
+            tm.open(folder, create=True)
+            runs.append(_timed("busy_key", folder, args.facts, args.calls))
+    busy, fresh = _median(runs, "svc_p50_ms"), _median(runs, "fresh_p50_ms")
+    print(f"assert_fact on a key of {args.facts:,} facts: first {_median(runs, 'svc_first_ms'):.1f} ms, then p50 "
+          f"{busy:.1f} ms (runs: {_runs(runs, 'svc_p50_ms', 1)})")
+    print(f"assert_fact on a key of none, same store: first {_median(runs, 'fresh_first_ms'):.1f} ms, then p50 "
+          f"{fresh:.1f} ms (runs: {_runs(runs, 'fresh_p50_ms', 1)}); ratio {busy / fresh:.1f}x")
+
+
 def _mem0_file(path: Path, rows: int, heavy: int = 0) -> None:
     """A mem0 history of ``rows`` events on ``rows // 5`` memories; ``heavy``: memory 0 has
     that many of them (a status memory updated all day), spread over the year."""
@@ -399,7 +440,8 @@ def importers(args: argparse.Namespace) -> None:
 
 
 _TASKS = {"load": _load, "import": _import, "many": _assert_many, "bare": _bare_append, "fact": _fact_latency,
-          "bare_latency": _bare_latency, "threads": _threads, "processes": _processes, "after_batch": _after_batch}
+          "bare_latency": _bare_latency, "threads": _threads, "processes": _processes, "after_batch": _after_batch,
+          "busy_key": _busy_key}
 
 
 def main() -> None:
@@ -425,13 +467,16 @@ def main() -> None:
     p = sub.add_parser("follow")
     p.add_argument("--count", type=int, default=90_000)
     p.add_argument("--calls", type=int, default=7)
+    p = sub.add_parser("busykey")
+    p.add_argument("--facts", type=int, default=100_000)
+    p.add_argument("--calls", type=int, default=9)
     p = sub.add_parser("importers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--heavy", type=int, default=0, help="also a mem0 history with one memory this many events")
     args = parser.parse_args()
     print(f"{args.what}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"python {sys.version.split()[0]}")
-    {"replay": replay, "many": many, "fact": fact, "writers": writers, "follow": follow,
+    {"replay": replay, "many": many, "fact": fact, "writers": writers, "follow": follow, "busykey": busykey,
      "importers": importers}[args.what](args)
 
 
