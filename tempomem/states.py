@@ -108,11 +108,13 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
     """The states a commit can act on (SPEC §5), so that a key with many facts stays cheap.
 
     For an assertion: the believed facts of its key whose interval overlaps the hull of the
-    batch's intervals on that key. The others cannot take part: a different object that does
-    not overlap changes nothing, and stored intervals only ever shrink within a commit. Every
-    believed fact of a key is needed when a row of it has no start (the unknown-start rule
-    asks whether any is believed) or when a stored fact has the object of a row (a merge
-    applies the conflict rows to the merged fact's interval). A changed fact takes its whole key.
+    batch's intervals on that key, grown to the intervals of the facts of a row's object that
+    overlap it. The others cannot take part: a different object that does not overlap changes
+    nothing, and stored intervals only ever shrink within a commit. A fact a row merges into has
+    that row's object and overlaps it, and the conflict rows then weigh its interval (which a
+    merge never widens) against the key's other facts: those overlapping it are in the grown
+    hull. Every believed fact of a key is needed when a row of it has no start (the
+    unknown-start rule asks whether any is believed). A changed fact takes its whole key.
     """
     hulls: dict[Key, list[Any]] = {}
     for n in news:
@@ -125,10 +127,17 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
         hull[3].add(n["object"])
     whole = {_key(states[i]) for i in fact_ids if i in states}
     whole.update(key for key, (no_start, _, _, _) in hulls.items() if no_start)
+    grown: dict[Key, list[Any]] = {}
     for state in states.values():  # one pass, not one per key of the batch (a group has many)
         key = _key(state)
-        if key in hulls and state["object"] in hulls[key][3]:
-            whole.add(key)
+        hull = hulls.get(key)
+        if (hull is not None and key not in whole and state["object"] in hull[3]
+                and overlap(state["valid_from"], state["valid_to"], hull[1], hull[2])):
+            lo, hi = grown.setdefault(key, hull[1:3])
+            grown[key] = [None if lo is None or state["valid_from"] is None else min(lo, state["valid_from"]),
+                          None if hi is None or state["valid_to"] is None else max(hi, state["valid_to"])]
+    for key, (lo, hi) in grown.items():
+        hulls[key][1:3] = lo, hi
     out = []
     for state in states.values():
         key = _key(state)

@@ -42,6 +42,23 @@ def test_duplicate_fills_unknown_start_and_missing_end(mem, clock):
     assert (n.valid_from, n.valid_to, n.valid_from_inferred, n.status) == (ts("2025-02"), ts("2025-12"), False, "ended")
 
 
+def test_a_merge_weighs_the_whole_merged_fact_against_the_key(mem, clock):
+    """The conflict rows apply to the fact N merged into, over its whole interval: here x
+    [01, 03) overlaps y [02, 04) (two values loaded as given), and N = x [01-10, 01-20) overlaps
+    only x. Merged, x starts before y and is closed at y's start, as if N had been that fact.
+    A commit reads only the facts that can take part (states.relevant_states): y overlaps x but
+    not N, and must be read all the same; z, apart from both, need not be."""
+    clock.set("2026-06-01")
+    rows = [("s1", "x", "2026-01-01", "2026-03-01"), ("t", "y", "2026-02-01", "2026-04-01"),
+            ("u", "z", "2026-06-01", "2026-07-01")]
+    mem.backfill([{"fact_id": i, "subject": "svc", "predicate": "owner", "object": o, "valid_from": ts(lo),
+                   "valid_to": ts(hi), "recorded_at": ts("2026-01-01")} for i, o, lo, hi in rows])
+    clock.advance(days=1)
+    n = mem.assert_fact("svc", "owner", "x", valid_from="2026-01-10", valid_to="2026-01-20")
+    assert (n.fact_id, n.valid_to, n.status, n.superseded_by) == ("s1", ts("2026-02-01"), "superseded", "t")
+    assert _state(mem, "t") == ("y", ts("2026-02-01"), ts("2026-04-01"), "ended")
+
+
 def test_duplicate_never_overwrites_a_stored_end(mem, clock):
     clock.set("2026-01-02")
     s = mem.assert_fact("k", "p", "a", valid_from="2025-01", valid_to="2025-06")
