@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from . import rounds
 from .errors import ClockError, ConflictError
 from .schema import Fact, facts_from_table
+from .states import latest
 from .times import system_clock
 
 
@@ -95,14 +96,11 @@ def _raise_refused(refused: pa.Table, ops: pa.Table) -> None:
 def _landed_facts(applied: rounds.Applied, stored: pa.Table) -> list[Fact]:
     """Each assertion's fact as it now stands: its newest row written, else as stored. Arrow
     only, as :func:`tempomem.schema.facts_from_table` is (a forked writer cannot run Polars)."""
-    written = applied.rows
-    newest_revision = written.group_by("fact_id", use_threads=False).aggregate([("revision", "max")])
-    place = pc.index_in(written["fact_id"], value_set=newest_revision["fact_id"])
-    newest = written.filter(pc.equal(written["revision"], pc.take(newest_revision["revision_max"], place)))
+    newest = latest(applied.rows)
     untouched = stored.filter(pc.invert(pc.is_in(stored["fact_id"], value_set=newest["fact_id"])))
-    latest = pa.concat_tables([newest.select(rounds.STORED_SCHEMA.names).cast(rounds.STORED_SCHEMA),
-                               untouched.cast(rounds.STORED_SCHEMA)])
+    now = pa.concat_tables([newest.select(rounds.STORED_SCHEMA.names).cast(rounds.STORED_SCHEMA),
+                            untouched.cast(rounds.STORED_SCHEMA)])
     landed = applied.landed.sort_by("op")
-    facts = latest.take(pc.index_in(landed["fact_id"], value_set=latest["fact_id"]))
+    facts = now.take(pc.index_in(landed["fact_id"], value_set=now["fact_id"]))
     recorded = facts.schema.get_field_index("recorded_at")
     return facts_from_table(facts.set_column(recorded, "recorded_at", facts["first_recorded_at"]))

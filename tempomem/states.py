@@ -82,17 +82,16 @@ def from_rows(table: pa.Table) -> list[dict[str, Any]]:
 
 def latest_believed(rows: pa.Table) -> pa.Table:
     """Of the rows of some facts, each fact's latest revision, where it is still believed."""
-    rows = _latest(rows)
+    rows = latest(rows)
     return rows.filter(pc.invert(pc.is_in(rows["status"], pa.array(_UNBELIEVED))))
 
 
-def _latest(rows: pa.Table) -> pa.Table:
-    """Of the rows of some facts, each fact's latest revision."""
-    if rows.num_rows == 0:
-        return rows
-    rows = rows.sort_by([("fact_id", "ascending"), ("revision", "descending")])
-    ids = rows["fact_id"].combine_chunks()
-    return rows.filter(pa.concat_arrays([pa.array([True]), pc.not_equal(ids[1:], ids[:-1])]))
+def latest(rows: pa.Table) -> pa.Table:
+    """Of the rows of some facts, each fact's latest revision, in the rows' order (found on two
+    columns, not by sorting every column)."""
+    newest = rows.group_by("fact_id", use_threads=False).aggregate([("revision", "max")])
+    place = pc.index_in(rows["fact_id"], value_set=newest["fact_id"])
+    return rows.filter(pc.equal(rows["revision"], pc.take(newest["revision_max"], place)))
 
 
 def _key(state: dict[str, Any]) -> Key:
@@ -188,7 +187,7 @@ class StateCache:
             rows = (self._keyed_rows(files, list(self._keys)) if foreign > len(self._keys) else
                     self._reader().sql(f"SELECT {_SELECTED} FROM read_parquet($files) AS e",
                                        params={"files": files}).to_arrow_table())
-            for state in from_rows(_latest(rows)):
+            for state in from_rows(latest(rows)):
                 held = self._keys.get(_key(state))
                 if held is None:
                     continue
