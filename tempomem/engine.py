@@ -47,7 +47,7 @@ from .connection import bind_events, new_connection, without_checkpoints, withou
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
 from .spool import GROUP_KEY, Spool, answered, error_answer, fact_answer, keys_of
-from .states import StateCache, as_fact, micros, relevant_states
+from .states import StateCache, as_fact, micros
 from .storage import Storage
 from .times import MICROSECOND, UTC, system_clock, to_utc
 from .writepath import Batch
@@ -353,13 +353,13 @@ class Engine:
             commit_time = self.commit_time()
             keys = set().union(*(r.keys for r in group))
             ids = [i for r in group for i in r.fact_ids]
-            states = self._cache.states(self.storage, keys, ids)
+            changed = self._cache.load(self.storage, keys, ids)
             rules, default_policy = self.rules()
             live = list(group)
             while True:
                 # a copy of each state: a batch sets a state's fields (never changes a list in place),
                 # and a refused request must leave the cache as it was
-                batch = Batch([dict(s) for s in relevant_states(states, [n for r in live for n in r.news], ids)],
+                batch = Batch([dict(s) for s in self._cache.relevant([n for r in live for n in r.news], changed)],
                               commit_time=commit_time, rules=rules, default_policy=default_policy)
                 landed: list[list[str]] = []
                 for request in live:

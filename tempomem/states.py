@@ -7,8 +7,9 @@ revision; ``None`` for a fact born in the commit), the shape :class:`writepath.B
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -36,6 +37,7 @@ _MAX_FOREIGN_ROWS = 100_000
 #: Up to this many keys are read through the key index; more in one DuckDB query.
 _INDEXED_KEYS = 64
 _UNBELIEVED = ("retracted", "erased")
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
 _UNREAD = [c for c in EVENT_COLUMNS if c not in WRITER_COLUMNS]
 # The rows of many keys, read straight from the version's files, not through the views: a
 # writer then binds nothing when the version moves, and the key filter prunes row groups by
@@ -102,8 +104,50 @@ def _believed(state: dict[str, Any]) -> bool:
     return state["status"] not in _UNBELIEVED
 
 
-def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]],
-                    fact_ids: Iterable[str]) -> list[dict[str, Any]]:
+class KeyFacts:
+    """The believed states of one key by fact id, with their starts kept sorted, so that a
+    commit on a key of many facts (a status re-asserted for years) finds the few its rows can
+    touch by bisection, not by weighing every fact of the key in Python."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self._bounded: list[tuple[datetime, str]] = []  # (start, fact id) of facts with both bounds
+        self._unbounded: set[str] = set()  # no start or no end: few, weighed one by one
+        self._span = timedelta(0)  # at least the longest bounded interval held (it never shrinks)
+
+    def put(self, state: dict[str, Any]) -> None:
+        """Hold ``state``, in place of the fact's earlier one."""
+        fact_id, lo, hi = state["fact_id"], state["valid_from"], state["valid_to"]
+        self.drop(fact_id)
+        self.by_id[fact_id] = state
+        if lo is None or hi is None:
+            self._unbounded.add(fact_id)
+        else:
+            insort(self._bounded, (lo, fact_id))
+            self._span = max(self._span, hi - lo)
+
+    def drop(self, fact_id: str) -> None:
+        """No longer hold the fact (no longer believed)."""
+        old = self.by_id.pop(fact_id, None)
+        if old is None:
+            return
+        if fact_id in self._unbounded:
+            self._unbounded.discard(fact_id)
+        else:
+            del self._bounded[bisect_left(self._bounded, (old["valid_from"], fact_id))]
+
+    def overlapping(self, lo: datetime | None, hi: datetime | None) -> list[dict[str, Any]]:
+        """The states whose interval overlaps ``[lo, hi)``: a bounded fact that does starts at or
+        after ``lo`` less the longest span, and before ``hi``."""
+        first = 0 if lo is None or lo - _EARLIEST <= self._span else bisect_left(self._bounded, (lo - self._span,))
+        last = len(self._bounded) if hi is None else bisect_left(self._bounded, (hi,))
+        candidates = [self.by_id[i] for _, i in self._bounded[first:last]]
+        candidates.extend(self.by_id[i] for i in self._unbounded)
+        return [s for s in candidates if overlap(s["valid_from"], s["valid_to"], lo, hi)]
+
+
+def relevant_states(held: Mapping[Key, KeyFacts], news: list[dict[str, Any]],
+                    changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The states a commit can act on (SPEC §5), so that a key with many facts stays cheap.
 
     For an assertion: the believed facts of its key whose interval overlaps the hull of the
@@ -113,7 +157,8 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
     that row's object and overlaps it, and the conflict rows then weigh its interval (which a
     merge never widens) against the key's other facts: those overlapping it are in the grown
     hull. Every believed fact of a key is needed when a row of it has no start (the
-    unknown-start rule asks whether any is believed). A changed fact takes its whole key.
+    unknown-start rule asks whether any is believed). A changed fact (``changed``: the states of
+    the facts a commit invalidates or corrects, any status) takes its whole key.
     """
     hulls: dict[Key, list[Any]] = {}
     for n in news:
@@ -124,29 +169,24 @@ def relevant_states(states: dict[str, dict[str, Any]], news: list[dict[str, Any]
             hull[1] = min(hull[1], n["valid_from"])
         hull[2] = None if hull[2] is None or n["valid_to"] is None else max(hull[2], n["valid_to"])
         hull[3].add(n["object"])
-    whole = {_key(states[i]) for i in fact_ids if i in states}
+    whole = {_key(s) for s in changed.values()}
     whole.update(key for key, (no_start, _, _, _) in hulls.items() if no_start)
-    grown: dict[Key, list[Any]] = {}
-    for state in states.values():  # one pass, not one per key of the batch (a group has many)
-        key = _key(state)
-        hull = hulls.get(key)
-        if (hull is not None and key not in whole and state["object"] in hull[3]
-                and overlap(state["valid_from"], state["valid_to"], hull[1], hull[2])):
-            lo, hi = grown.setdefault(key, hull[1:3])
-            grown[key] = [None if lo is None or state["valid_from"] is None else min(lo, state["valid_from"]),
-                          None if hi is None or state["valid_to"] is None else max(hi, state["valid_to"])]
-    for key, (lo, hi) in grown.items():
-        hulls[key][1:3] = lo, hi
-    out = []
-    for state in states.values():
-        key = _key(state)
-        if key in whole:
-            out.append(state)
-        elif key in hulls:
-            _, lo, hi, _ = hulls[key]
-            if overlap(state["valid_from"], state["valid_to"], lo, hi):
-                out.append(state)
-    return out
+    out = {s["fact_id"]: s for s in changed.values()}
+    for key in whole:
+        out.update(held[key].by_id if key in held else {})
+    for key, (_, lo, hi, objects) in hulls.items():
+        if key in whole or key not in held:
+            continue
+        facts = held[key]
+        near = facts.overlapping(lo, hi)
+        for s in near:
+            if s["object"] in objects:
+                lo = None if lo is None or s["valid_from"] is None else min(lo, s["valid_from"])
+                hi = None if hi is None or s["valid_to"] is None else max(hi, s["valid_to"])
+        if (lo, hi) != tuple(hulls[key][1:3]):
+            near = facts.overlapping(lo, hi)
+        out.update((s["fact_id"], s) for s in near)
+    return list(out.values())
 
 
 class StateCache:
@@ -155,7 +195,7 @@ class StateCache:
     def __init__(self) -> None:
         self.version = -1
         self.epoch: int | None = None
-        self._keys: dict[Key, dict[str, dict[str, Any]]] = {}
+        self._keys: dict[Key, KeyFacts] = {}
         self._key_of: dict[str, Key] = {}
         self._con: duckdb.DuckDBPyConnection | None = None
         self._index = KeyIndex()
@@ -191,14 +231,14 @@ class StateCache:
                 held = self._keys.get(_key(state))
                 if held is None:
                     continue
-                cached = held.get(state["fact_id"])
+                cached = held.by_id.get(state["fact_id"])
                 if cached is None or (cached["_stored_revision"] or 0) < state["_stored_revision"]:
                     self._put(state)
         self.version, self.epoch = version, epoch
 
-    def states(self, storage: Storage, keys: set[Key], fact_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Latest states of the believed facts of ``keys`` and of the facts ``fact_ids`` (any
-        status, with the believed facts of their keys), read from the store where not cached."""
+    def load(self, storage: Storage, keys: set[Key], fact_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Hold the believed facts of ``keys`` and of the keys of the facts ``fact_ids``, read
+        from the store where not held; return the latest states of ``fact_ids`` (any status)."""
         out: dict[str, dict[str, Any]] = {}
         keys = set(keys)
         if len(self._keys) + len(keys) + len(fact_ids) > _MAX_KEYS:
@@ -206,7 +246,9 @@ class StateCache:
         files = list(storage.snapshot().files)
         for fact_id in fact_ids:
             if fact_id in self._key_of:
-                keys.add(self._key_of[fact_id])
+                key = self._key_of[fact_id]
+                keys.add(key)
+                out[fact_id] = self._keys[key].by_id[fact_id]
                 continue
             found = [] if not files else from_rows(self._reader().sql(
                 _FACT_SQL, params={"files": files, "fact_id": fact_id}).to_arrow_table())
@@ -216,9 +258,12 @@ class StateCache:
         missing = [k for k in keys if k not in self._keys]
         if missing:
             self._load(files, missing)
-        for key in keys:
-            out.update(self._keys[key])
         return out
+
+    def relevant(self, news: list[dict[str, Any]], changed: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """The held states a commit of ``news`` and of the facts ``changed`` can act on
+        (:func:`relevant_states`); their keys were loaded."""
+        return relevant_states(self._keys, news, changed)
 
     def _reader(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
@@ -227,7 +272,7 @@ class StateCache:
 
     def _load(self, files: list[str], keys: list[Key]) -> None:
         for key in keys:
-            self._keys[key] = {}
+            self._keys[key] = KeyFacts()
         if not files:
             return
         if len(keys) <= _INDEXED_KEYS:
@@ -250,12 +295,12 @@ class StateCache:
 
     def _put(self, state: dict[str, Any]) -> None:
         key = _key(state)
-        facts = self._keys.setdefault(key, {})
+        facts = self._keys.setdefault(key, KeyFacts())
         if _believed(state):
-            facts[state["fact_id"]] = state
+            facts.put(state)
             self._key_of[state["fact_id"]] = key
         else:
-            facts.pop(state["fact_id"], None)
+            facts.drop(state["fact_id"])
             self._key_of.pop(state["fact_id"], None)
 
     def written(self, file: str, rows: pa.Table) -> None:
