@@ -147,7 +147,7 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
     for name in _FACT_FIELD_NAMES:
         column = table.column(name)
         if name in _FACT_TIME_FIELDS:
-            columns.append(_instants(column))
+            columns.append(instants(column))
         elif name == "artifacts":
             columns.append(_tuples(column, empty=()))
         elif name == "embedding":
@@ -167,7 +167,7 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _instants(column: pa.ChunkedArray) -> list[datetime | None]:
+def instants(column: pa.ChunkedArray | pa.Array) -> list[datetime | None]:
     """A time column as aware UTC datetimes. A batch's times repeat (one commit, one
     ingestion, a few starts), so each distinct instant is made once and the rows take theirs
     by place: at 100k rows a third of the cost of making one per row."""

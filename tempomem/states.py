@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from .connection import new_connection
 from .keyindex import KeyIndex
-from .schema import EVENT_COLUMNS, WRITER_COLUMNS, Fact
+from .schema import EVENT_COLUMNS, WRITER_COLUMNS, Fact, instants
 from .temporal.intervals import overlap
 from .times import MICROSECOND, UTC, system_clock
 
@@ -63,23 +63,18 @@ def as_fact(state: dict[str, Any]) -> Fact:
 
 
 def from_rows(table: pa.Table) -> list[dict[str, Any]]:
-    """States from latest-revision rows.
-
-    Timestamps cross as naive values and get their UTC zone here: pyarrow converts zoned
-    timestamps to Python through a time-zone lookup per value, ten times slower.
-    """
-    zoned = [f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.type.tz is not None]
-    naive = table.cast(pa.schema([pa.field(f.name, pa.timestamp(f.type.unit)) if f.name in zoned else f
-                                  for f in table.schema]))
-    rows = naive.to_pylist()
-    for row in rows:
-        for name in zoned:
-            if row[name] is not None:
-                row[name] = row[name].replace(tzinfo=UTC)
-        row["_stored_revision"] = row.pop("revision")
-        row["_stored_recorded_at"] = row["recorded_at"]
-        row["artifacts"] = list(row["artifacts"] or [])
-    return rows
+    """States from latest-revision rows, converted a column at a time (zoned times through
+    :func:`schema.instants`, each distinct instant made once): a row at a time, a key of 100k
+    facts took 1.6 s to load, a third of it giving each time its zone."""
+    table = (table.append_column("_stored_revision", table["revision"]).drop_columns(["revision"])
+             .append_column("_stored_recorded_at", table["recorded_at"]))
+    artifacts = table["artifacts"]
+    table = table.set_column(table.schema.get_field_index("artifacts"), "artifacts",
+                             pc.if_else(pc.is_null(artifacts), pa.scalar([], artifacts.type), artifacts))
+    names = table.column_names
+    columns = [instants(table[f.name]) if pa.types.is_timestamp(f.type) and f.type.tz is not None
+               else table[f.name].to_pylist() for f in table.schema]
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
 def latest_believed(rows: pa.Table) -> pa.Table:
@@ -295,7 +290,9 @@ class StateCache:
 
     def _put(self, state: dict[str, Any]) -> None:
         key = _key(state)
-        facts = self._keys.setdefault(key, KeyFacts())
+        facts = self._keys.get(key)
+        if facts is None:
+            facts = self._keys[key] = KeyFacts()
         if _believed(state):
             facts.put(state)
             self._key_of[state["fact_id"]] = key
