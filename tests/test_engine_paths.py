@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tempomem as tm
-from tempomem import engine, rounds
+from tempomem import engine, rounds, states
 from tempomem.backfill import resolve
 from tempomem.temporal import decisions
 
@@ -131,6 +131,35 @@ def _both_paths(folder, monkeypatch, steps, busy=False) -> tuple[tm.Memory, tm.M
 def test_set_based_path_equals_one_row_path(tmp_path_factory, monkeypatch, steps, busy):
     one, set_based = _both_paths(tmp_path_factory.mktemp("paths"), monkeypatch, steps, busy)
     assert set_based.check().ok == one.check().ok
+
+
+@settings(max_examples=_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, min_size=1, max_size=6), every=st.sampled_from([1, 2]))
+def test_a_writer_holding_its_keys_as_rows_writes_what_one_holding_states_writes(tmp_path_factory, monkeypatch,
+                                                                                 steps, every):
+    """The one-row path keeps its keys' states between commits. Against it, the same path
+    reading its keys again from the store before every commit (``every`` 1) or every other
+    one (2), each key held as rows whatever its size (states.KeyFacts, ``_ROWS_FROM`` 0), a
+    state made of a fact only when a commit can touch it: the same outcomes and revisions."""
+    folder = tmp_path_factory.mktemp("rows")
+    kept_clock, rows_clock = TestClock(), TestClock()
+    kept, as_rows = _open(folder / "kept", kept_clock), _open(folder / "rows", rows_clock)
+    real_sync, commits = states.StateCache.sync, [0]
+
+    def forgetful_sync(cache, storage):
+        commits[0] += 1
+        if commits[0] % every == 0:
+            cache.forget_all(-1, None)
+        real_sync(cache, storage)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "SET_BASED_FROM", 10**9)
+        expected = _run(kept, kept_clock, steps)
+        patch.setattr(states, "_ROWS_FROM", 0)
+        patch.setattr(states.StateCache, "sync", forgetful_sync)
+        got = _run(as_rows, rows_clock, steps)
+    assert got == expected
+    assert _canonical(as_rows).equals(_canonical(kept))
 
 
 @st.composite

@@ -1,13 +1,15 @@
-"""A writer's held states of one key (states.KeyFacts): the facts overlapping an interval,
-found by bisection, are exactly those a scan of every fact finds."""
+"""A writer's held states of one key (states.KeyFacts): the facts overlapping an interval, found
+by comparing rows a column at a time and by bisection, are exactly those a scan of every fact finds."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tempomem.schema import EVENT_SCHEMA, WRITER_COLUMNS
 from tempomem.states import KeyFacts
 from tempomem.temporal.intervals import overlap
 from tempomem.times import UTC
@@ -23,6 +25,16 @@ def _state(fact_id: str, lo: int | None, hi: int | None) -> dict:
     return {"fact_id": fact_id, "valid_from": _day(lo), "valid_to": _day(hi)}
 
 
+def _rows(states: list[dict]) -> pa.Table:
+    """States as the rows a writer loads a key from (its latest believed revisions)."""
+    schema = pa.schema([EVENT_SCHEMA.field(name) for name in WRITER_COLUMNS])
+    return pa.Table.from_pylist([{**s, "revision": 1, "recorded_at": T0} for s in states], schema=schema)
+
+
+def _ids(states: list[dict]) -> list[str]:
+    return sorted(s["fact_id"] for s in states)
+
+
 def test_a_long_fact_far_before_the_interval_is_found():
     """A year-long fact begun long before [day 200, day 201), among short ones that do not
     reach it; an open fact and one of unknown start; a fact ended just at the interval's start."""
@@ -30,30 +42,60 @@ def test_a_long_fact_far_before_the_interval_is_found():
     for state in [_state("year", 0, 365), _state("short1", 100, 101), _state("short2", 150, 200),
                   _state("open", 300, None), _state("unknown", None, 250), _state("after", 201, 202)]:
         facts.put(state)
-    assert sorted(s["fact_id"] for s in facts.overlapping(_day(200), _day(201))) == ["unknown", "year"]
+    assert _ids(facts.overlapping(_day(200), _day(201))) == ["unknown", "year"]
     # the year-long fact closed at day 120 (a revision replaces its state): no longer found
     facts.put(_state("year", 0, 120))
-    assert sorted(s["fact_id"] for s in facts.overlapping(_day(200), _day(201))) == ["unknown"]
+    assert _ids(facts.overlapping(_day(200), _day(201))) == ["unknown"]
     facts.drop("unknown")
     assert facts.overlapping(_day(200), _day(201)) == []
-    assert sorted(s["fact_id"] for s in facts.overlapping(None, _day(101))) == ["short1", "year"]
-    assert sorted(s["fact_id"] for s in facts.overlapping(_day(301), None)) == ["open"]
+    assert _ids(facts.overlapping(None, _day(101))) == ["short1", "year"]
+    assert _ids(facts.overlapping(_day(301), None)) == ["open"]
+
+
+def test_a_key_loaded_as_rows_makes_states_only_of_the_facts_asked_for():
+    """A key loaded with many facts keeps them as rows: a commit's interval makes states of the
+    facts overlapping it alone (here a year-long fact, one of unknown start and an open one);
+    a put replaces a row's fact, a drop removes it, and every fact is still there, once."""
+    facts = KeyFacts(_rows([_state("year", 0, 365), _state("short1", 100, 101), _state("short2", 150, 200),
+                            _state("open", 300, None), _state("unknown", None, 250), _state("after", 201, 202),
+                            _state("empty", 200, 200)]))
+    assert _ids(facts.overlapping(_day(200), _day(201))) == ["unknown", "year"]
+    assert sorted(facts._made) == ["unknown", "year"]  # the others are still rows
+    facts.put(_state("open", 300, 310))  # the open fact closed by a commit: no longer a row
+    facts.drop("short1")
+    assert _ids(facts.overlapping(_day(305), None)) == ["open", "year"]
+    assert _ids(facts.overlapping(_day(0), _day(400))) == ["after", "open", "short2", "unknown", "year"]
+    assert facts.get("short1") is None and facts.get("after")["valid_to"] == _day(202)
+    assert sorted(facts.fact_ids()) == ["after", "empty", "open", "short2", "unknown", "year"]
+    assert _ids(facts.states()) == ["after", "empty", "open", "short2", "unknown", "year"]
 
 
 _bound = st.one_of(st.none(), st.integers(0, 40))
-_op = st.tuples(st.sampled_from(["put", "put", "put", "drop"]), st.integers(0, 12), _bound, _bound)
+_op = st.tuples(st.sampled_from(["put", "put", "put", "drop", "get"]), st.integers(0, 12), _bound, _bound)
 
 
 @settings(max_examples=200, deadline=None)
-@given(ops=st.lists(_op, max_size=40), lo=_bound, hi=_bound)
-def test_overlapping_is_the_scan_of_every_fact(ops, lo, hi):
-    """Random puts (new facts, revisions moving a fact's bounds, empty intervals), drops, and
-    any query interval: the bisection finds what a scan finds."""
-    facts = KeyFacts()
-    for op, n, a, b in ops:
+@given(loaded=st.lists(st.tuples(_bound, _bound), max_size=12), ops=st.lists(_op, max_size=40),
+       queries=st.lists(st.tuples(_bound, _bound), min_size=1, max_size=3))
+def test_overlapping_is_the_scan_of_every_fact(loaded, ops, queries):
+    """A key loaded from rows (or from none), then random puts (new facts, revisions moving a
+    fact's bounds, empty intervals), drops and gets, and queries of any interval between them:
+    the rows compared a column at a time and the bisection of the states made find what a
+    scan of every fact finds, and the key holds each fact once."""
+    facts = KeyFacts(_rows([_state(f"f{n}", a, b) for n, (a, b) in enumerate(loaded)]) if loaded else None)
+    model = {f"f{n}": (_day(a), _day(b)) for n, (a, b) in enumerate(loaded)}
+    for (op, n, a, b), (lo, hi) in zip(ops, queries * len(ops), strict=False):
         if op == "put":
             facts.put(_state(f"f{n}", a, b))
-        else:
+            model[f"f{n}"] = (_day(a), _day(b))
+        elif op == "drop":
             facts.drop(f"f{n}")
-    want = sorted(i for i, s in facts.by_id.items() if overlap(s["valid_from"], s["valid_to"], _day(lo), _day(hi)))
-    assert sorted(s["fact_id"] for s in facts.overlapping(_day(lo), _day(hi))) == want
+            model.pop(f"f{n}", None)
+        else:
+            got = facts.get(f"f{n}")
+            assert (got["valid_from"], got["valid_to"]) == model[f"f{n}"] if got else f"f{n}" not in model
+        want = sorted(i for i, (f, t) in model.items() if overlap(f, t, _day(lo), _day(hi)))
+        assert _ids(facts.overlapping(_day(lo), _day(hi))) == want
+    assert sorted(facts.fact_ids()) == sorted(model)
+    assert sorted((s["fact_id"], s["valid_from"], s["valid_to"]) for s in facts.states()) == sorted(
+        (i, f, t) for i, (f, t) in model.items())
