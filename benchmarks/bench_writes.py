@@ -7,7 +7,8 @@
     python benchmarks/bench_writes.py many --store 10000000          # assert_many of 100k rows (the store
                                                                      # replayed; --as-given: loaded as given)
     python benchmarks/bench_writes.py fact --store 10000000          # assert_fact p50 (and a new process's
-                                                                     # first), bare Delta append
+                                                                     # first), bare Delta append; correct and
+                                                                     # invalidate of facts never read
     python benchmarks/bench_writes.py writers                        # 8 threads, then 8 processes
     python benchmarks/bench_writes.py follow --count 90000           # an agent's assert_fact right after
                                                                      # another writer's batch, vs one row
@@ -235,9 +236,23 @@ def _fact_latency(folder: str, keys: int, calls: int) -> dict[str, float]:
         started = time.perf_counter()
         mem.assert_fact(**row)
         times.append(time.perf_counter() - started)
+    # then facts this writer never read, each changed by id (an agent correcting what it was
+    # told): found by a scan of the store, as no index has fact ids
+    # (an open fact ended a second after its start, which never makes it overlap another)
+    picked = mem.sql("SELECT fact_id, valid_from + INTERVAL 1 SECOND FROM facts WHERE status = 'live' "
+                     "AND valid_from IS NOT NULL USING SAMPLE 40 ROWS (reservoir, 7)").fetchall()
+    changes: dict[str, list[float]] = {"correct": [], "invalidate": []}
+    for n, (fact_id, end) in enumerate(picked):
+        kind = "correct" if n % 2 else "invalidate"
+        started = time.perf_counter()
+        if kind == "correct":
+            mem.correct(fact_id, reason="wrong")
+        else:
+            mem.invalidate(fact_id, at=end, reason="ended")
+        changes[kind].append(time.perf_counter() - started)
     # the first call of a process binds the engine's connection: what a CLI `assert` pays
     return {"p50_ms": statistics.median(times[1:]) * 1000, "p90_ms": sorted(times[1:])[int(calls * 0.9) - 1] * 1000,
-            "first_ms": times[0] * 1000}
+            "first_ms": times[0] * 1000, **{f"{k}_ms": statistics.median(v) * 1000 for k, v in changes.items()}}
 
 
 def _bare_latency(folder: str, calls: int) -> dict[str, float]:
@@ -262,6 +277,10 @@ def fact(args: argparse.Namespace) -> None:
               f"bare one-row Delta append p50 {_median(floor, 'p50_ms'):.1f} ms, p90 {_median(floor, 'p90_ms'):.1f} ms")
         print(f"a new process's first assert_fact: {_median(runs, 'first_ms'):.1f} ms "
               f"(runs {_runs(runs, 'first_ms', 1)}); its later calls' p50 above")
+        for kind in ("correct", "invalidate"):
+            change = _median(runs, kind + "_ms")
+            print(f"{kind} of a fact the writer never read, p50 {change:.1f} ms (runs {_runs(runs, kind + '_ms', 1)}): "
+                  f"{change / _median(runs, 'p50_ms'):.1f}x its assert_fact")
 
 
 def _shape(args: argparse.Namespace) -> str:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from . import rounds
 from .errors import ClockError, ConflictError
 from .schema import Fact, facts_from_table
-from .states import latest
+from .staterows import latest
 from .times import system_clock
 
 

@@ -47,7 +47,8 @@ from .connection import bind_events, new_connection, without_checkpoints, withou
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
 from .spool import GROUP_KEY, Spool, answered, error_answer, fact_answer, keys_of
-from .states import StateCache, as_fact, micros
+from .staterows import as_fact, micros
+from .states import StateCache
 from .storage import Storage
 from .times import MICROSECOND, UTC, system_clock, to_utc
 from .writepath import Batch

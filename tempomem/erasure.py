@@ -19,7 +19,7 @@ import polars as pl
 from .errors import TempomemError
 from .forks import check_polars
 from .schema import EVENT_SCHEMA, PREVIOUS, SORT_KEYS
-from .states import micros
+from .staterows import micros
 from .times import MICROSECOND, system_clock
 from .writepath import clean_reason
 

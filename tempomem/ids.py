@@ -7,14 +7,16 @@ and backfill, where an id is a sort key), or by NumPy from the same two integers
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
 
 _id_lock = threading.Lock()
+_HEX = re.compile("[0-9a-f]+")
 _id_last = [0, 0]
 
 
@@ -36,6 +38,18 @@ def new_fact_id(at: datetime) -> str:
         seq = _id_last[1]
     serial = (seq % 65536) << 44 | (os.getpid() % 4096) << 32 | secrets.randbits(32)
     return f"{us:014x}{serial:015x}"
+
+def made_at(fact_id: str) -> datetime | None:
+    """The creation time an id in this format carries (``None`` for an id given in another):
+    a hint where to look for a fact, since ids given to backfill may take any form.
+
+    >>> made_at("00000000000011" + "0" * 15).isoformat(), made_at("h-42")
+    ('1970-01-01T00:00:00.000017+00:00', None)
+    """
+    if len(fact_id) != 29 or not _HEX.fullmatch(fact_id):
+        return None
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(fact_id[:14], 16))
+
 
 # A time as µs since the epoch, clamped to the 14 hex digits of an id (0 .. 2^56 - 1). A row's
 # fact id: the given one, else 14 hex digits of that and 15 of (nonce + row) as the serial:

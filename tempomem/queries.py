@@ -20,7 +20,7 @@ from .connection import quote, sql_parts
 from .errors import TempomemError
 from .forks import check_polars
 from .schema import FACT_COLUMNS
-from .states import from_rows
+from .staterows import from_rows
 
 #: The named parts of queries.sql (check, diff and export): ``{name: text}``.
 QUERIES: dict[str, str] = sql_parts("queries.sql")

@@ -19,7 +19,7 @@ from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
 from .reader import Reader
 from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
-from .states import as_fact
+from .staterows import as_fact
 from .storage import Storage
 from .times import TimeLike, to_utc
 from .trust import trust_filters

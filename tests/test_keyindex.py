@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 import tempomem as tm
 from tempomem import keyindex
 from tempomem.schema import EVENT_SCHEMA
-from tempomem.states import latest_believed
+from tempomem.staterows import latest_believed
 from tempomem.storage import folder
 
 _ROW = {n: None for n in EVENT_SCHEMA.names}

@@ -6,9 +6,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pyarrow as pa
+import pytest
+from conftest import ts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tempomem as tm
 from tempomem.schema import EVENT_SCHEMA, WRITER_COLUMNS
 from tempomem.states import KeyFacts
 from tempomem.temporal.intervals import overlap
@@ -99,3 +102,35 @@ def test_overlapping_is_the_scan_of_every_fact(loaded, ops, queries):
     assert sorted(facts.fact_ids()) == sorted(model)
     assert sorted((s["fact_id"], s["valid_from"], s["valid_to"]) for s in facts.states()) == sorted(
         (i, f, t) for i, (f, t) in model.items())
+
+
+def test_a_writer_that_holds_nothing_finds_the_fact_it_changes_by_its_id(mem, clock, store_path):
+    """A writer (a new process: a store opened again) changing a fact it never read finds the
+    fact's key by its id: a made id by the time it carries first, an id given to backfill by
+    the id alone, even one that looks made but carries another time; a retracted fact is found
+    to say so, an unknown id is not found."""
+    clock.set("2026-02-01")
+    looks_made = "0" * 28 + "1"  # a made id's form, carrying 1970: the fact was recorded in 2026
+    mem.backfill([{"fact_id": fid, "subject": s, "predicate": "owner", "object": "ana", "valid_from": ts("2026-01-01"),
+                   "recorded_at": ts("2026-01-02")} for fid, s in [("h-1", "svc1"), (looks_made, "svc2")]])
+    clock.advance(days=1)
+    made = mem.assert_fact("svc3", "owner", "bo", valid_from="2026-01-05").fact_id
+    clock.advance(days=1)
+    wrong = mem.assert_fact("svc4", "owner", "cy", valid_from="2026-01-05").fact_id
+    clock.advance(days=1)
+    mem.correct(wrong, reason="never true")
+
+    def fresh() -> tm.Memory:
+        clock.advance(days=1)
+        return tm.open(store_path, clock=clock)
+
+    ended = fresh().invalidate("h-1", at="2026-01-20", reason="left")
+    assert (ended.subject, ended.valid_to, ended.status) == ("svc1", ts("2026-01-20"), "ended")
+    assert fresh().invalidate(looks_made, at="2026-01-21", reason="left").subject == "svc2"
+    fixed = fresh().correct(made, reason="typo")
+    assert (fixed.subject, fixed.object, fixed.status) == ("svc3", "bo", "retracted")
+    with pytest.raises(tm.TempomemError, match="is retracted"):
+        fresh().correct(wrong, reason="again")
+    with pytest.raises(tm.FactNotFoundError):
+        fresh().invalidate("no-such-fact", at="2026-01-22", reason="left")
+    assert mem.current("svc1").height == 0 and mem.as_of("2026-01-19", "svc1")["object"].to_list() == ["ana"]
