@@ -314,6 +314,24 @@ def test_a_cut_after_a_close_keeps_the_close(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("busy", [False, True])
+def test_starts_before_1970_and_centuries_ahead_order_a_key_as_any_others(tmp_path, monkeypatch, busy):
+    """The closed form compares operations by (valid_from, op) as one number built from
+    valid_from's microseconds, which are negative before 1970. x@1950, a late y@1900, x again
+    in 1969 (a repeat of x), z@2500, a late y@1960 that cuts into x: as the one-row path
+    decides, in one batch and in a batch each (hand-checked below)."""
+    rows = [{"subject": "a", "predicate": "p", "object": o, "valid_from": ts(t)}
+            for o, t in [("x", "1950-01-01"), ("y", "1900-06-01"), ("x", "1969-12-31T23:59:59"),
+                         ("z", "2500-01-01"), ("y", "1960-01-01")]]
+    for name, steps in (("together", [("assert", rows)]), ("apart", [("assert", [row]) for row in rows])):
+        (tmp_path / name).mkdir()
+        _, set_based = _both_paths(tmp_path / name, monkeypatch, steps, busy)
+        held = {t: set_based.as_of(ts(t), "a", "p")["object"].to_list()
+                for t in ("1899-01-01", "1920-01-01", "1955-01-01", "1965-01-01", "2499-12-31", "2600-01-01")}
+        assert held == {"1899-01-01": [], "1920-01-01": ["y"], "1955-01-01": ["x"], "1965-01-01": ["y"],
+                        "2499-12-31": ["y"], "2600-01-01": ["z"]}
+
+
+@pytest.mark.parametrize("busy", [False, True])
 def test_an_empty_fact_is_never_the_next_start_of_a_late_assertion(tmp_path, monkeypatch, busy):
     """Found by hypothesis: x@6 (open), then x over the empty span [4, 4), then a late z@1.
     The empty fact overlaps nothing (SPEC §5, "incl. empty spans"), so z is closed at 6 by
