@@ -30,7 +30,10 @@ SUBJECTS = ["alice", "bob"]
 PREDICATES = {"role": ("single", "last_write_wins"), "skill": ("multi", None), "desk": ("single", "reject")}
 OBJECTS = ["a", "b", "c"]
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
-GRID = [DAY0 + timedelta(days=k) for k in range(0, 14, 2)]
+# Valid times on a grid around DAY0, and three days either side of 1970-01-01: times before the
+# epoch are negative microseconds, which SQL that orders or keys on them must survive.
+GRID = ([DAY0 + timedelta(days=k) for k in range(0, 14, 2)]
+        + [datetime(1969, 12, 29, tzinfo=UTC) + timedelta(days=k) for k in range(0, 6, 2)])
 CLOCK_START = DAY0 + timedelta(days=3)
 
 times = st.one_of(st.none(), st.sampled_from(GRID))
