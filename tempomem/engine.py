@@ -50,7 +50,7 @@ from .spool import GROUP_KEY, Spool, answered, error_answer, fact_answer, keys_o
 from .staterows import as_fact, micros
 from .states import StateCache
 from .storage import Storage
-from .times import MICROSECOND, UTC, system_clock, to_utc
+from .times import EPOCH, MICROSECOND, system_clock, to_utc
 from .writepath import Batch
 
 Clock = Callable[[], datetime]
@@ -189,7 +189,7 @@ class Engine:
         last_us = self.last_api_us()
         now = self.now()
         if last_us is not None and micros(now) <= last_us:
-            return datetime.fromtimestamp(0, UTC) + (last_us + 1) * MICROSECOND
+            return EPOCH + (last_us + 1) * MICROSECOND
         return now
 
     def _record(self, last_us: int | None, *, rewrote: bool = False) -> tuple[int, int]:

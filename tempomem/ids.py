@@ -10,10 +10,12 @@ import os
 import re
 import secrets
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
+
+from .times import EPOCH
 
 _id_lock = threading.Lock()
 _HEX = re.compile("[0-9a-f]+")
@@ -39,6 +41,7 @@ def new_fact_id(at: datetime) -> str:
     serial = (seq % 65536) << 44 | (os.getpid() % 4096) << 32 | secrets.randbits(32)
     return f"{us:014x}{serial:015x}"
 
+
 def made_at(fact_id: str) -> datetime | None:
     """The creation time an id in this format carries (``None`` for an id given in another):
     a hint where to look for a fact, since ids given to backfill may take any form.
@@ -48,7 +51,7 @@ def made_at(fact_id: str) -> datetime | None:
     """
     if len(fact_id) != 29 or not _HEX.fullmatch(fact_id):
         return None
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(fact_id[:14], 16))
+    return EPOCH + timedelta(microseconds=int(fact_id[:14], 16))
 
 
 # A time as µs since the epoch, clamped to the 14 hex digits of an id (0 .. 2^56 - 1). A row's

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .times import EPOCH
+
 SCHEMA_VERSION = 3
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -164,16 +166,13 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
     return facts
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 def instants(column: pa.ChunkedArray | pa.Array) -> list[datetime | None]:
     """A time column as aware UTC datetimes. A batch's times repeat (one commit, one
     ingestion, a few starts), so each distinct instant is made once and the rows take theirs
     by place: at 100k rows a third of the cost of making one per row."""
     micros = pc.cast(pc.cast(column, _TS), pa.int64())
     distinct = pc.unique(micros).drop_null()
-    made = np.array([None, *(_EPOCH + timedelta(microseconds=us) for us in distinct.to_pylist())], dtype=object)
+    made = np.array([None, *(EPOCH + timedelta(microseconds=us) for us in distinct.to_pylist())], dtype=object)
     place = pc.fill_null(pc.add(pc.index_in(micros, value_set=distinct), 1), 0)
     return made[place.to_numpy()].tolist()
 

@@ -37,11 +37,10 @@ from typing import Any
 
 from . import errors
 from .schema import Fact
-from .times import MICROSECOND, UTC
+from .times import EPOCH, MICROSECOND
 
 #: An answer no offerer collected in this long belongs to one that is gone.
 STALE_SECONDS = 600.0
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FACT_FIELDS = tuple(f.name for f in fields(Fact))
 #: The errors a refused request can raise, by name; any other name reads as TempomemError.
 _ERRORS = {cls.__name__: cls for cls in (errors.TempomemError, errors.ConflictError, errors.ClockError,
@@ -50,17 +49,18 @@ _ERRORS = {cls.__name__: cls for cls in (errors.TempomemError, errors.ConflictEr
 
 def _encode(value: Any) -> Any:
     if isinstance(value, datetime):
-        return {"$us": (value - _EPOCH) // MICROSECOND}
+        return {"$us": (value - EPOCH) // MICROSECOND}
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def _decode(obj: dict[str, Any]) -> Any:
-    return _EPOCH + obj["$us"] * MICROSECOND if obj.keys() == {"$us"} else obj
+    return EPOCH + obj["$us"] * MICROSECOND if obj.keys() == {"$us"} else obj
 
 
 def dumps(value: Any) -> str:
     """``value`` as the spool's JSON: times exact to the microsecond.
 
+    >>> from datetime import UTC
     >>> loads(dumps({"at": datetime(2026, 3, 1, 9, 30, 0, 7, tzinfo=UTC), "tags": ["a"]}))
     {'at': datetime.datetime(2026, 3, 1, 9, 30, 0, 7, tzinfo=datetime.timezone.utc), 'tags': ['a']}
     """

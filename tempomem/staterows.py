@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .schema import Fact, instants
-from .times import MICROSECOND, UTC, system_clock
+from .times import EPOCH, MICROSECOND, system_clock
 
 #: The statuses of a fact no longer believed.
 UNBELIEVED = ("retracted", "erased")
@@ -22,7 +22,7 @@ UNBELIEVED = ("retracted", "erased")
 
 def micros(t: datetime) -> int:
     """Microseconds since the epoch of an aware datetime."""
-    return (t - datetime.fromtimestamp(0, UTC)) // MICROSECOND
+    return (t - EPOCH) // MICROSECOND
 
 
 def as_fact(state: dict[str, Any]) -> Fact:

@@ -15,6 +15,8 @@ from .timegrammar import parse_text
 
 UTC = UTC
 MICROSECOND = timedelta(microseconds=1)
+#: The instant microsecond counts (ids, the store's int64 times, the spool's JSON) start from.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 TimeLike = datetime | date | str
 
