@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from .connection import new_connection
 from .ids import made_at
 from .keyindex import KeyIndex
-from .schema import EVENT_COLUMNS, WRITER_COLUMNS
+from .schema import EVENT_COLUMNS, WRITER_COLUMNS, column_micros
 from .staterows import UNBELIEVED, from_rows, latest, latest_believed, micros
 from .temporal.intervals import overlap
 from .times import UTC
@@ -36,7 +36,6 @@ _MAX_FOREIGN_ROWS = 100_000
 #: Up to this many keys are read through the key index; more in one DuckDB query.
 _INDEXED_KEYS = 64
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
-_TS = pa.timestamp("us", tz="UTC")
 _MIN_US, _MAX_US = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 #: A key loaded with more believed facts than this keeps them as rows (:class:`KeyFacts`), each
 #: made a state only when a commit can touch it: making 100k states took a first commit 1.4 s.
@@ -158,7 +157,7 @@ class KeyFacts:
 
 
 def _micros(column: pa.ChunkedArray, null: int) -> np.ndarray:
-    return pc.fill_null(pc.cast(pc.cast(column, _TS), pa.int64()), null).to_numpy()
+    return pc.fill_null(column_micros(column), null).to_numpy()
 
 
 def relevant_states(held: Mapping[Key, KeyFacts], news: list[dict[str, Any]],
