@@ -23,39 +23,65 @@ SELECT count(*) FROM read_json($path, format = 'auto', records = 'false');
 SELECT unnest(edges, recursive := true)
 FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 3, sample_size = $sample);
 
+-- @part graphiti_times
+-- The edges with their times read once, as `edges`: what the mapping and the defaulted flag
+-- both read.
+CREATE TEMP TABLE edges AS
+SELECT *, tm__text_time(valid_at) AS valid_t, tm__text_time(invalid_at) AS invalid_t,
+       tm__text_time(created_at) AS created_t, tm__text_time(expired_at) AS expired_t,
+       tm__text_time(reference_time) AS reference_t
+FROM src;
+
+-- @part graphiti_unreadable
+-- Whether a time given cannot be read: then backfill must see the edges' times as text.
+SELECT count(*) > 0 FROM edges
+WHERE (valid_at IS NOT NULL AND valid_t IS NULL) OR (invalid_at IS NOT NULL AND invalid_t IS NULL)
+   OR (created_at IS NOT NULL AND created_t IS NULL) OR (expired_at IS NOT NULL AND expired_t IS NULL)
+   OR (reference_time IS NOT NULL AND reference_t IS NULL);
+
+-- @part graphiti_typed_times
+-- Every time was read: the mapping gives them as read (backfill parses none again, as for mem0).
+CREATE OR REPLACE TEMP MACRO tm__graphiti_time(t, raw) AS t;
+
+-- @part graphiti_text_times
+-- Some could not be read: every time goes to backfill as its text, so that it rejects (or, lenient,
+-- drops) the unreadable ones naming the text.
+CREATE OR REPLACE TEMP MACRO tm__graphiti_time(t, raw) AS raw;
+
 -- @part graphiti
--- Graphiti / Zep edges. Graphiti edits an edge in place: expired_at is when the end became
--- known. Before it the edge was believed open-ended; from it, closed at invalid_at. Expired
--- with no invalid_at, it stopped being believed with no end: a retraction.
+-- Graphiti / Zep edges, over `edges` (graphiti_times), with times as tm__graphiti_time gives them
+-- (graphiti_typed_times or graphiti_text_times). Graphiti edits an edge in place: expired_at is
+-- when the end became known. Before it the edge was believed open-ended; from it, closed at
+-- invalid_at. Expired with no invalid_at, it stopped being believed with no end: a retraction.
 WITH e AS (
-    SELECT *, tm__text_time(created_at) AS created_t, tm__text_time(expired_at) AS expired_t,
-           coalesce(source_name, source_node_uuid) AS subject_, coalesce(target_name, target_node_uuid) AS object_,
-           coalesce(episodes, episode_uuids) AS artifacts_
-    FROM src
-),
-believed_open AS (SELECT *, expired_t > created_t AS later_end FROM e)
+    SELECT *, coalesce(source_name, source_node_uuid) AS subject_, coalesce(target_name, target_node_uuid) AS object_,
+           coalesce(episodes, episode_uuids) AS artifacts_, expired_t > created_t AS later_end
+    FROM edges
+)
 SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
-       fact AS text, valid_at AS valid_from,
-       CASE WHEN later_end THEN NULL ELSE invalid_at END AS valid_to,
-       created_at AS recorded_at,
-       CASE WHEN later_end AND invalid_at IS NULL THEN expired_at END AS retracted_at,
+       fact AS text, tm__graphiti_time(valid_t, valid_at) AS valid_from,
+       CASE WHEN later_end THEN NULL ELSE tm__graphiti_time(invalid_t, invalid_at) END AS valid_to,
+       tm__graphiti_time(created_t, created_at) AS recorded_at,
+       CASE WHEN later_end AND invalid_at IS NULL THEN tm__graphiti_time(expired_t, expired_at) END AS retracted_at,
        CASE WHEN later_end AND invalid_at IS NULL THEN 'expired in Graphiti with no invalid_at' END
            AS retraction_reason,
-       artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid, reference_time
-FROM believed_open
+       artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
+       tm__graphiti_time(reference_t, reference_time) AS reference_time
+FROM e
 UNION ALL BY NAME
 SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
-       fact AS text, valid_at AS valid_from, invalid_at AS valid_to, expired_at AS recorded_at,
+       fact AS text, tm__graphiti_time(valid_t, valid_at) AS valid_from,
+       tm__graphiti_time(invalid_t, invalid_at) AS valid_to, tm__graphiti_time(expired_t, expired_at) AS recorded_at,
        'expired in Graphiti' AS reason, artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
-       reference_time
-FROM believed_open WHERE later_end AND invalid_at IS NOT NULL
+       tm__graphiti_time(reference_t, reference_time) AS reference_time
+FROM e WHERE later_end AND invalid_at IS NOT NULL
 ORDER BY __row, recorded_at;
 
 -- @part graphiti_defaulted
 -- The importer's flag: edges whose valid_at is their episode's reference_time (Graphiti's
 -- default when the text gave no time).
 SELECT 'valid_at_is_reference_time' AS flag, count(*) AS count, min(__row) AS example_row
-FROM (SELECT __row, tm__text_time(valid_at) AS v, tm__text_time(reference_time) AS r FROM src) WHERE v = r
+FROM edges WHERE valid_t = reference_t
 HAVING count(*) > 0;
 
 -- @part mem0_events

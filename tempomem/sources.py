@@ -164,10 +164,18 @@ def _graphiti_field(name: str) -> duckdb.Expression:
     return duckdb.FunctionExpression("json_extract_string", column, duckdb.ConstantExpression("$"))
 
 
+def _graphiti_times(con: duckdb.DuckDBPyConnection) -> None:
+    """The edges with their times read once, and how the mapping gives them: as read, or as text
+    when one cannot be read (backfill then rejects that row, naming the text)."""
+    con.execute(_SQL["graphiti_times"])
+    unreadable = con.sql(_SQL["graphiti_unreadable"]).fetchall()[0][0]
+    con.execute(_SQL["graphiti_text_times" if unreadable else "graphiti_typed_times"])
+
+
 def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:
     """Backfill input from a Graphiti edges export."""
     source = _read_graphiti(path)
-    rows, defaulted = _map(source, _SQL["graphiti"], _SQL["graphiti_defaulted"])
+    rows, defaulted = _map(source, _SQL["graphiti"], _SQL["graphiti_defaulted"], prepare=_graphiti_times)
     flags = pl.from_arrow(defaulted)
     return Source(rows, "import:graphiti", flags)  # type: ignore[arg-type]
 

@@ -206,3 +206,39 @@ def test_graphiti_jsonl_with_only_one_episode_column(mem: tm.Memory, tmp_path: P
         report = mem.backfill(path, format="graphiti")
         assert (report.rows_read, report.loaded, report.rejected.height) == (1, 1, 0)
         assert list(mem.get(f"e{i}").artifacts) == [f"ep-{i}"]
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_graphiti_an_unreadable_time_rejects_its_row_and_changes_no_other(tmp_path: Path, lenient: bool) -> None:
+    """With every time readable the mapping hands backfill the times it read; one unreadable
+    valid_at sends them all as text instead, so that backfill names that text (lenient: loads the
+    edge with no start and flags it). The other edges' revisions are the same either way."""
+    edges = [{"uuid": "e1", "source_name": "api", "target_name": "m5", "name": "RUNS_ON",
+              "created_at": "2025-01-01T00:00:00+01:00", "valid_at": "2024-06-01", "invalid_at": "2024-09-01T12:00Z",
+              "expired_at": "2025-02-01T00:00:00Z", "reference_time": "2024-12-31T23:00:00Z"},
+             {"uuid": "e2", "source_name": "db", "target_name": "r6", "name": "RUNS_ON",
+              "created_at": "2025-01-02 08:00", "valid_at": "2024-07-01T00:00:00Z",
+              "expired_at": "2025-03-01T00:00:00Z"}]
+    extra = {"uuid": "e3", "source_name": "cache", "target_name": "t3", "name": "RUNS_ON",
+             "created_at": "2025-01-03T00:00:00Z", "valid_at": "last summer"}
+    stored = []
+    for name, given in (("read", edges), ("text", [*edges, extra])):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(given))
+        mem = tm.open(tmp_path / name, create=True)
+        report = mem.backfill(path, format="graphiti", lenient=lenient)
+        if name == "text" and not lenient:
+            assert report.rejected.select("row", "field", "value").rows() == [(2, "valid_from", "last summer")]
+        else:
+            assert report.rejected.height == 0
+        assert report.flag_count("unreadable_time") == (1 if name == "text" and lenient else 0)
+        stored.append(mem.sql("SELECT fact_id, valid_from, valid_to, recorded_at, retracted_at, status, revision "
+                              "FROM revisions WHERE fact_id <> 'e3' ORDER BY fact_id, revision").fetchall())
+    assert stored[0] == stored[1]
+    # e1: believed open-ended from 2024-12-31T23:00Z, closed at invalid_at from expired_at on;
+    # e2: expired with no invalid_at, a retraction.
+    assert [(r[0], r[2], r[3], r[4], r[5]) for r in stored[0]] == [
+        ("e1", None, ts("2024-12-31T23:00:00Z"), None, "live"),
+        ("e1", ts("2024-09-01T12:00:00Z"), ts("2025-02-01"), None, "ended"),
+        ("e2", None, ts("2025-01-02T08:00:00Z"), None, "live"),
+        ("e2", None, ts("2025-03-01"), ts("2025-03-01"), "retracted")]
