@@ -67,19 +67,17 @@ FROM _bf_counts;
 -- The revisions the load wrote ($files, the Parquet files of the write, each sorted by key)
 -- that are believed (not retracted) and belong to the candidate keys: the single-valued keys
 -- ($multi lists the multi-valued predicates) whose value changed between adjacent written rows
--- (`_bf_written_keys`, registered by the caller). Each is read as written, its belief end
--- being the `folded_until` the write derived (revisions.sql's tm__believed_until), so the test
--- repeats neither that derivation nor its sort. `kh` hashes the key: the parts of the test
--- split on it, and integers compare faster than text. `i`, the revision's place in its file
--- and which file, names it in the test's result: a busy key's matches are many, and
--- deduplicating them by one integer costs a fraction of five columns of text.
+-- (`_bf_written_keys`, registered by the caller, each with its number `k`: the test compares
+-- keys by it). Each is read as written, its belief end being the `folded_until` the write
+-- derived (revisions.sql's tm__believed_until), so the test repeats neither that derivation nor
+-- its sort. `i`, the revision's place in its file and which file, names it in the test's
+-- result: a busy key's matches are many, and deduplicating them by one integer costs a fraction
+-- of five columns of text.
 CREATE OR REPLACE TEMP TABLE _ov_candidates AS
 SELECT CAST(w.file_row_number AS BIGINT) * len($files) + list_position($files, w.filename) - 1 AS i,
-       hash(w.scope, w.subject, w.predicate) AS kh,
-       w.scope, w.subject, w.predicate, w.fact_id, w.object,
-       w.valid_from, w.valid_to, w.recorded_at, w.folded_until AS believed_until
+       k.k, w.fact_id, w.object, w.valid_from, w.valid_to, w.recorded_at, w.folded_until AS believed_until
 FROM read_parquet($files, file_row_number = true, filename = true) AS w
-SEMI JOIN _bf_written_keys AS k ON k.scope = w.scope AND k.subject = w.subject AND k.predicate = w.predicate
+JOIN _bf_written_keys AS k ON k.scope = w.scope AND k.subject = w.subject AND k.predicate = w.predicate
 WHERE w.retracted_at IS NULL AND NOT list_contains($multi, w.predicate);
 
 -- @part overlap_rows
@@ -87,7 +85,8 @@ WHERE w.retracted_at IS NULL AND NOT list_contains($multi, w.predicate);
 -- row (a retraction is never believed), the row with its key, recorded_at and fact id (the
 -- given one, or the one tm__fact_id made: the write's ids). Only the flagged keys' rows make ids.
 SELECT count(*) AS n, min(r.__row) AS example
-FROM (SELECT c.* FROM _ov_candidates AS c SEMI JOIN _ov_found AS v ON v.i = c.i) AS o
+FROM (SELECT c.*, k.scope, k.subject, k.predicate
+      FROM _ov_candidates AS c SEMI JOIN _ov_found AS v ON v.i = c.i JOIN _bf_written_keys AS k ON k.k = c.k) AS o
 JOIN (SELECT __row, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, fact_id AS given, nonce
       FROM _bf_rows) AS r
   ON r.scope = o.scope AND r.subject = o.subject AND r.predicate = o.predicate AND r.recorded_at = o.recorded_at

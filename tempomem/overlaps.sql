@@ -4,9 +4,12 @@
 --
 -- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts). The caller
 -- makes `_ov_candidates`: one row per revision that may overlap (believed: not retracted, not
--- erased; of a single-valued key), with `i` (a distinct integer naming it), `kh` (a hash of its
--- key), scope, subject, predicate, fact_id, object, valid_from, valid_to, recorded_at and
--- believed_until, on a connection with macros.sql's interval predicates. `found` makes
+-- erased; of a single-valued key), with `i` (a distinct integer naming it), `k` (a non-negative
+-- integer naming its key: two candidates share it exactly when they share scope, subject and
+-- predicate), fact_id, object, valid_from, valid_to, recorded_at and believed_until, on a
+-- connection with macros.sql's interval predicates. The test compares keys by `k` alone: on a
+-- load's million candidates, also comparing the key's three texts on every pair was a third of
+-- its time. `found` makes
 -- `_ov_found`; then, part after part, `part_revs` and the tests after it add to it the `i` of
 -- every revision whose value overlaps another fact's value of its key in both valid and belief
 -- time: exactly those check()'s rule (tm_problems, macros.sql) pairs.
@@ -16,21 +19,21 @@
 CREATE OR REPLACE TEMP TABLE _ov_found AS SELECT c.i FROM _ov_candidates AS c LIMIT 0;
 
 -- @part busy_keys
--- The key hashes of more than $busy_from candidate revisions, once for all parts (a key's
+-- The keys of more than $busy_from candidate revisions, once for all parts (a key's
 -- revisions are all in one part): part_revs marks their revisions `busy`.
 CREATE OR REPLACE TEMP TABLE _ov_busy_keys AS
-SELECT kh FROM _ov_candidates GROUP BY kh HAVING count(*) > $busy_from;
+SELECT k FROM _ov_candidates GROUP BY k HAVING count(*) > $busy_from;
 
 -- @part part_revs
--- One part of the candidate revisions ($part of $parts, by key hash), for one pass of the test,
--- each marked `busy` when its key hash has more than $busy_from of them (busy_keys). The test pairs every
+-- One part of the candidate revisions ($part of $parts, by key), for one pass of the test,
+-- each marked `busy` when its key has more than $busy_from of them (busy_keys). The test pairs every
 -- two revisions of a key that is not busy (overlap), which for a few revisions costs least, and
 -- counts a busy key's overlaps (overlap_open, dominance, overlap_bounded_open), whose pairs grow
 -- with the square of its revisions, pairing only those believed together for a while
--- (overlap_bounded_pairs). A hash shared by keys only makes them busy.
+-- (overlap_bounded_pairs).
 CREATE OR REPLACE TEMP TABLE _ov_part AS
-SELECT c.*, c.kh IN (SELECT b.kh FROM _ov_busy_keys AS b) AS busy
-FROM _ov_candidates AS c WHERE c.kh % $parts = $part;
+SELECT c.*, c.k IN (SELECT b.k FROM _ov_busy_keys AS b) AS busy
+FROM _ov_candidates AS c WHERE c.k % $parts = $part;
 
 -- @part overlap
 -- check()'s rule (tm_problems, macros.sql) over the keys of one part that are not busy: the
@@ -39,8 +42,7 @@ FROM _ov_candidates AS c WHERE c.kh % $parts = $part;
 INSERT INTO _ov_found
 SELECT DISTINCT a.i
 FROM _ov_part AS a JOIN _ov_part AS b
-  ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
- AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+  ON a.k = b.k AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
  AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
  AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
 WHERE NOT a.busy;
@@ -60,31 +62,31 @@ WITH open AS MATERIALIZED (
     SELECT * FROM _ov_part WHERE busy AND believed_until IS NULL AND NOT tm_is_empty(valid_from, valid_to)
 ),
 per_key AS (
-    SELECT kh, scope, subject, predicate, count(*) AS n, count(valid_from) AS starts
-    FROM open GROUP BY kh, scope, subject, predicate
+    SELECT k, count(*) AS n, count(valid_from) AS starts
+    FROM open GROUP BY k
 ),
 per_value AS (
-    SELECT kh, scope, subject, predicate, object, count(*) AS n, count(valid_from) AS starts
-    FROM open GROUP BY kh, scope, subject, predicate, object
+    SELECT k, object, count(*) AS n, count(valid_from) AS starts
+    FROM open GROUP BY k, object
 ),
 -- kind 0: an end; 1: a's start, asking how many ended at or before it; 2: a's end, asking how
 -- many started before it; 3: a start. At one instant they come in that order.
 bounds AS (
-    SELECT kh, scope, subject, predicate, object, valid_to AS t, 0 AS kind, NULL AS i FROM open WHERE valid_to IS NOT NULL
+    SELECT k, object, valid_to AS t, 0 AS kind, NULL AS i FROM open WHERE valid_to IS NOT NULL
     UNION ALL
-    SELECT kh, scope, subject, predicate, object, valid_from, 1, i FROM open WHERE valid_from IS NOT NULL
+    SELECT k, object, valid_from, 1, i FROM open WHERE valid_from IS NOT NULL
     UNION ALL
-    SELECT kh, scope, subject, predicate, object, valid_to, 2, i FROM open WHERE valid_to IS NOT NULL
+    SELECT k, object, valid_to, 2, i FROM open WHERE valid_to IS NOT NULL
     UNION ALL
-    SELECT kh, scope, subject, predicate, object, valid_from, 3, NULL FROM open WHERE valid_from IS NOT NULL
+    SELECT k, object, valid_from, 3, NULL FROM open WHERE valid_from IS NOT NULL
 ),
 running AS (
     SELECT i, kind,
            sum(CAST(kind = 0 AS INTEGER)) OVER by_key AS key_ended, sum(CAST(kind = 3 AS INTEGER)) OVER by_key AS key_started,
            sum(CAST(kind = 0 AS INTEGER)) OVER by_value AS value_ended, sum(CAST(kind = 3 AS INTEGER)) OVER by_value AS value_started
     FROM bounds
-    WINDOW by_key AS (PARTITION BY kh, scope, subject, predicate ORDER BY t, kind ROWS UNBOUNDED PRECEDING),
-           by_value AS (PARTITION BY kh, scope, subject, predicate, object ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
+    WINDOW by_key AS (PARTITION BY k ORDER BY t, kind ROWS UNBOUNDED PRECEDING),
+           by_value AS (PARTITION BY k, object ORDER BY t, kind ROWS UNBOUNDED PRECEDING)
 ),
 asked AS (
     SELECT i, max(CASE WHEN kind = 1 THEN key_ended END) AS key_ended, max(CASE WHEN kind = 1 THEN value_ended END) AS value_ended,
@@ -94,11 +96,10 @@ asked AS (
 )
 SELECT o.i
 FROM open AS o
-JOIN per_key AS k ON k.kh = o.kh AND k.scope = o.scope AND k.subject = o.subject AND k.predicate = o.predicate
-JOIN per_value AS v ON v.kh = o.kh AND v.scope = o.scope AND v.subject = o.subject AND v.predicate = o.predicate
-                   AND v.object IS NOT DISTINCT FROM o.object
+JOIN per_key AS pk ON pk.k = o.k
+JOIN per_value AS v ON v.k = o.k AND v.object IS NOT DISTINCT FROM o.object
 LEFT JOIN asked AS a ON a.i = o.i
-WHERE k.n - coalesce(a.key_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE k.starts - a.key_started END
+WHERE pk.n - coalesce(a.key_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE pk.starts - a.key_started END
     > v.n - coalesce(a.value_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE v.starts - a.value_started END;
 
 -- @part busy_revisions
@@ -107,7 +108,7 @@ WHERE k.n - coalesce(a.key_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE 
 -- fact's revision that a later one of it followed (`believed_until` set; a fact's revisions
 -- follow each other in belief time, so two of one fact never overlap).
 CREATE OR REPLACE TEMP TABLE _ov_busy AS
-SELECT i, kh, scope, subject, predicate, object, fact_id, believed_until IS NULL AS open,
+SELECT i, k, object, fact_id, believed_until IS NULL AS open,
        epoch_us(recorded_at) AS r, epoch_us(believed_until) AS u, epoch_us(valid_from) AS lo, epoch_us(valid_to) AS hi
 FROM _ov_part
 WHERE busy AND NOT tm_is_empty(valid_from, valid_to) AND NOT tm_is_empty(recorded_at, believed_until);
@@ -127,21 +128,21 @@ WHERE busy AND NOT tm_is_empty(valid_from, valid_to) AND NOT tm_is_empty(recorde
 CREATE OR REPLACE TEMP TABLE _ov_dom AS
 WITH bounded AS (SELECT * FROM _ov_busy WHERE NOT open),
 opened AS (    -- of the keys with bounded revisions: the others have nothing to count here
-    SELECT o.* FROM _ov_busy AS o WHERE o.open AND o.kh IN (SELECT b.kh FROM bounded AS b)
+    SELECT o.* FROM _ov_busy AS o WHERE o.open AND o.k IN (SELECT b.k FROM bounded AS b)
 ),
 questions AS (
-    SELECT 1 AS problem, true AS is_point, NULL AS i, kh, scope, subject, predicate, object, r AS x, 0 AS y FROM opened
-    UNION ALL SELECT 1, false, i, kh, scope, subject, predicate, object, u, 0 FROM bounded
-    UNION ALL SELECT 2, true, NULL, kh, scope, subject, predicate, object, r, hi FROM opened WHERE hi IS NOT NULL
-    UNION ALL SELECT 2, false, i, kh, scope, subject, predicate, object, u, lo FROM bounded WHERE lo IS NOT NULL
-    UNION ALL SELECT 3, true, NULL, kh, scope, subject, predicate, object, r, -lo FROM opened WHERE lo IS NOT NULL
-    UNION ALL SELECT 3, false, i, kh, scope, subject, predicate, object, u, -hi FROM bounded WHERE hi IS NOT NULL
-    UNION ALL SELECT 4, true, NULL, kh, scope, subject, predicate, object, -u, 0 FROM bounded
-    UNION ALL SELECT 4, false, i, kh, scope, subject, predicate, object, -r, 0 FROM opened
-    UNION ALL SELECT 5, true, NULL, kh, scope, subject, predicate, object, -u, hi FROM bounded WHERE hi IS NOT NULL
-    UNION ALL SELECT 5, false, i, kh, scope, subject, predicate, object, -r, lo FROM opened WHERE lo IS NOT NULL
-    UNION ALL SELECT 6, true, NULL, kh, scope, subject, predicate, object, -u, -lo FROM bounded WHERE lo IS NOT NULL
-    UNION ALL SELECT 6, false, i, kh, scope, subject, predicate, object, -r, -hi FROM opened WHERE hi IS NOT NULL
+    SELECT 1 AS problem, true AS is_point, NULL AS i, k, object, r AS x, 0 AS y FROM opened
+    UNION ALL SELECT 1, false, i, k, object, u, 0 FROM bounded
+    UNION ALL SELECT 2, true, NULL, k, object, r, hi FROM opened WHERE hi IS NOT NULL
+    UNION ALL SELECT 2, false, i, k, object, u, lo FROM bounded WHERE lo IS NOT NULL
+    UNION ALL SELECT 3, true, NULL, k, object, r, -lo FROM opened WHERE lo IS NOT NULL
+    UNION ALL SELECT 3, false, i, k, object, u, -hi FROM bounded WHERE hi IS NOT NULL
+    UNION ALL SELECT 4, true, NULL, k, object, -u, 0 FROM bounded
+    UNION ALL SELECT 4, false, i, k, object, -r, 0 FROM opened
+    UNION ALL SELECT 5, true, NULL, k, object, -u, hi FROM bounded WHERE hi IS NOT NULL
+    UNION ALL SELECT 5, false, i, k, object, -r, lo FROM opened WHERE lo IS NOT NULL
+    UNION ALL SELECT 6, true, NULL, k, object, -u, -lo FROM bounded WHERE lo IS NOT NULL
+    UNION ALL SELECT 6, false, i, k, object, -r, -hi FROM opened WHERE hi IS NOT NULL
 ),
 grouped AS (    -- each question by key, and by value (key and object; a NULL object is a value)
     SELECT q.* EXCLUDE (object), false AS by_value, NULL AS object FROM questions AS q
@@ -150,7 +151,7 @@ grouped AS (    -- each question by key, and by value (key and object; a NULL ob
 ),
 numbered AS (  -- a group's number (an integer partitions faster than its seven columns, level after level)
     SELECT g.problem, g.by_value, g.is_point, g.i, g.x, g.y,
-           dense_rank() OVER (ORDER BY g.problem, g.by_value, g.kh, g.scope, g.subject, g.predicate, g.object) AS grp
+           dense_rank() OVER (ORDER BY g.problem, g.by_value, g.k, g.object) AS grp
     FROM grouped AS g
 )
 SELECT n.* EXCLUDE (x), row_number() OVER (PARTITION BY n.grp ORDER BY n.x, n.is_point) - 1 AS pos
@@ -196,14 +197,14 @@ WHERE NOT k.by_value AND k.overlapping > coalesce(v.overlapping, 0);
 -- @part overlap_bounded_pairs
 -- And two bounded revisions, paired: a load's bounded revisions are believed for a while each,
 -- so the pairs believed together are few, and an inequality join (DuckDB's IEJoin) finds just
--- those. Each key is a band of its own on one number line (its rank << 64, plus the instant),
+-- those. Each key is a band of its own on one number line (its number << 64, plus the instant),
 -- so that the join has no equality for DuckDB to hash on: hashing on the key would pair every
 -- two of a key. Both sides are tables: over a CTE DuckDB plans a merge join on one bound and
 -- tests the other on every pair, and the other conditions, if not left to after the pairs are
 -- a table, are pushed into the join in place of its bounds.
 CREATE OR REPLACE TEMP TABLE _ov_bounded AS
 WITH ranked AS (
-    SELECT b.*, CAST(dense_rank() OVER (ORDER BY b.kh, b.scope, b.subject, b.predicate) AS HUGEINT) << 64 AS band
+    SELECT b.*, CAST(b.k AS HUGEINT) << 64 AS band
     FROM _ov_busy AS b WHERE NOT b.open
 )
 SELECT r.*, r.band + r.r AS since, r.band + r.u AS until FROM ranked AS r;

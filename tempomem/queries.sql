@@ -27,9 +27,10 @@ GROUP BY kh HAVING count(*) > $busy_from
 -- @part overlap_candidates
 -- What tm_problems' overlap rule pairs on the busy keys ($busy), as tempomem.overlaps takes its
 -- candidates: their believed revisions (not retracted, not erased; $multi: the multi-valued
--- predicates), each numbered `i`, its key hashed `kh`.
+-- predicates), each numbered `i`, its key `k` (the busy keys' revisions are few: ranking them
+-- is cheap).
 CREATE OR REPLACE TEMP TABLE _ov_candidates AS
-SELECT row_number() OVER () AS i, r.*
+SELECT row_number() OVER () AS i, dense_rank() OVER (ORDER BY r.scope, r.subject, r.predicate) AS k, r.* EXCLUDE (kh)
 FROM (SELECT hash(scope, subject, predicate) AS kh, scope, subject, predicate, fact_id, object,
              valid_from, valid_to, recorded_at, believed_until
       FROM revisions

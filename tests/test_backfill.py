@@ -916,14 +916,13 @@ def test_a_folds_two_parts_are_written_in_whole_row_groups_whatever_the_batches(
 # The overlap test's definition (check()'s rule): every two revisions of a key, paired.
 _PAIRED_OVERLAPS = """
 SELECT DISTINCT a.i FROM _ov_part AS a JOIN _ov_part AS b
-  ON a.kh = b.kh AND a.scope = b.scope AND a.subject = b.subject AND a.predicate = b.predicate
- AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
+  ON a.k = b.k AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
  AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
  AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)"""
 
 
 def _candidate_revisions(draw) -> list[dict]:
-    """Facts of three keys (two sharing a key hash), each a chain of revisions in belief time as
+    """Facts of three keys (numbered `k`), each a chain of revisions in belief time as
     a load writes them: each revision believed until the next one's recorded_at, the last open
     (or bounded, as a row retracted later leaves it: its retraction is no candidate)."""
     day = st.one_of(st.none(), st.integers(0, 8))
@@ -933,9 +932,8 @@ def _candidate_revisions(draw) -> list[dict]:
         times = sorted(draw(st.sets(st.integers(0, 9), min_size=1, max_size=3)))
         ends = [*times[1:], draw(st.one_of(st.none(), st.integers(times[-1], 10)))]  # empty at recorded_at too
         for recorded, until in zip(times, ends, strict=True):
-            out.append({"i": len(out), "kh": key % 2, "scope": "s", "subject": f"k{key}", "predicate": "p",
-                        "fact_id": f"f{fact}", "object": value, "valid_from": draw(day), "valid_to": draw(day),
-                        "recorded_at": recorded, "believed_until": until})
+            out.append({"i": len(out), "k": key, "fact_id": f"f{fact}", "object": value, "valid_from": draw(day),
+                        "valid_to": draw(day), "recorded_at": recorded, "believed_until": until})
     return out
 
 
@@ -945,16 +943,16 @@ def test_counted_overlaps_find_the_revisions_pairing_finds(data) -> None:
     """The overlap flag counts the open revisions' overlaps instead of pairing them (a busy key's
     pairs grow with its revisions squared): it finds exactly the revisions that pairing every two
     revisions of a key finds, on random revisions: empty and unbounded intervals, ties, open and
-    bounded belief, NULL objects, a fact's revisions, keys of one hash (`kh`)."""
+    bounded belief, NULL objects, a fact's revisions, several keys."""
     revisions = data.draw(st.composite(_candidate_revisions)())
     day = datetime(2025, 1, 1, tzinfo=UTC)
     as_time = {n: pa.array([None if r[n] is None else day + timedelta(days=r[n]) for r in revisions],
                            pa.timestamp("us", tz="UTC"))
                for n in ("valid_from", "valid_to", "recorded_at", "believed_until")}
     table = pa.table({"i": pa.array([r["i"] for r in revisions], pa.int64()),
-                      "kh": pa.array([r["kh"] for r in revisions], pa.uint64()),
-                      **{n: pa.array([r[n] for r in revisions], pa.string())
-                         for n in ("scope", "subject", "predicate", "fact_id", "object")}, **as_time})
+                      "k": pa.array([r["k"] for r in revisions], pa.int64()),
+                      **{n: pa.array([r[n] for r in revisions], pa.string()) for n in ("fact_id", "object")},
+                      **as_time})
     con = duckdb.connect()
     con.execute(tm.connection.sql_parts("macros.sql")["intervals"])
     con.register("_ov_candidates", table)
