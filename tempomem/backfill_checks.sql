@@ -60,29 +60,40 @@ CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, re
 -- Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
 -- belief times and not follow its retraction. A fact_id already in the store is refused:
 -- backfill adds facts, it does not rewrite a stored fact's history. (Only when the input has
--- fact ids and the load is not replayed: the replay refuses such rows itself.)
+-- fact ids and the load is not replayed: the replay refuses such rows itself.) The rules
+-- between rows are tested over the rows of fact ids given more than once: a window over every
+-- row, when most facts are one row (an export of edges, each with its uuid), was most of this.
 INSERT INTO _bf_fact_rejects
-WITH ordered AS (
-    SELECT r.*,
-           first_value(r.scope || chr(0) || r.subject || chr(0) || r.predicate) OVER w AS first_key,
+WITH given AS (
+    SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at
+    FROM _bf_candidates WHERE fact_id IS NOT NULL
+),
+shared AS (
+    SELECT fact_id FROM given GROUP BY fact_id HAVING count(*) > 1
+),
+tested AS (
+    SELECT r.*, r.fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored,
+           first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
+           first_value(r.predicate) OVER w AS first_predicate,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM (SELECT * REPLACE (coalesce(scope, 'default') AS scope) FROM _bf_candidates WHERE fact_id IS NOT NULL) r
+    FROM given AS r SEMI JOIN shared AS s ON s.fact_id = r.fact_id
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
+    UNION ALL BY NAME
+    -- a fact of one row can only be in the store already
+    SELECT r.*, true AS stored FROM given AS r ANTI JOIN shared AS s ON s.fact_id = r.fact_id
+    WHERE r.fact_id IN (SELECT e.fact_id FROM _tm_events e)
 )
 SELECT __row, 'fact_id', fact_id,
-       CASE WHEN fact_id IN (SELECT e.fact_id FROM _tm_events e)
-                THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
-            WHEN scope || chr(0) || subject || chr(0) || predicate <> first_key
+       CASE WHEN stored THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
+            WHEN scope <> first_scope OR subject <> first_subject OR predicate <> first_predicate
                 THEN 'an earlier row of this fact has another scope, subject or predicate'
             WHEN recorded_at = prev_recorded_at
                 THEN 'another row of this fact has the same recorded_at'
             ELSE 'this fact was already retracted at ' || CAST(prev_retracted_at AS VARCHAR) END
-FROM ordered
-WHERE fact_id IN (SELECT e.fact_id FROM _tm_events e)
-   OR scope || chr(0) || subject || chr(0) || predicate <> first_key
-   OR recorded_at = prev_recorded_at
-   OR recorded_at >= prev_retracted_at;
+FROM tested
+WHERE stored OR scope <> first_scope OR subject <> first_subject OR predicate <> first_predicate
+   OR recorded_at = prev_recorded_at OR recorded_at >= prev_retracted_at;
 
 -- @part rows
 -- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).

@@ -508,6 +508,26 @@ def test_rows_of_one_fact_id_are_its_revisions(mem: tm.Memory) -> None:
         "already in the store: backfill adds facts, it never rewrites a stored one"]
 
 
+
+def test_rows_after_a_retraction_and_facts_of_the_store_are_refused_whichever_their_rows(mem: tm.Memory) -> None:
+    """A row after its fact's retraction is refused naming it; a fact id already stored is
+    refused whether the load gives it one row or several; a fact of one row breaks no other rule."""
+    mem.backfill([row("db", "r6", fact_id="s1", recorded_at="2025-01-01")])
+    report = mem.backfill([
+        row("api", "m5", fact_id="f1", recorded_at="2025-01-01", retracted_at="2025-02-01"),
+        row("api", "m6", fact_id="f1", recorded_at="2025-03-01"),
+        row("db", "r7", fact_id="s1", recorded_at="2025-04-01"),
+        row("db", "r8", fact_id="s1", recorded_at="2025-05-01"),
+        row("web", "m5", fact_id="s1x", recorded_at="2025-04-01"),
+    ])
+    assert report.rejected.select("row", "reason").rows() == [
+        (1, "this fact was already retracted at 2025-02-01 00:00:00+00"),
+        (2, "already in the store: backfill adds facts, it never rewrites a stored one"),
+        (3, "already in the store: backfill adds facts, it never rewrites a stored one")]
+    assert report.loaded == 2
+    assert sorted(revs(mem).select("fact_id", "revision", "status").rows()) == [
+        ("f1", 1, "live"), ("f1", 2, "retracted"), ("s1", 1, "live"), ("s1x", 1, "live")]
+
 # -- the store clock ---------------------------------------------------------------------------
 
 def test_backfilled_times_do_not_move_the_store_clock(mem: tm.Memory, clock) -> None:
