@@ -126,8 +126,10 @@ def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
 
 
 def _graphiti_edges(con: duckdb.DuckDBPyConnection, path: str) -> pa.Table:
-    """The edges of a Graphiti file as text fields (see :func:`_read_graphiti`). The first
-    edges show the fields; when a later edge has another, the read fails and every edge is
+    """The edges of a Graphiti file as text fields (see :func:`_read_graphiti`). A list of edges
+    or JSON Lines is read with the fields the mapping reads declared (importers.sql,
+    ``graphiti_fields``); edges wrapped in an object are read as JSON fields, the first edges
+    showing the fields, and when a later edge has another, the read fails and every edge is
     sampled."""
     try:
         return _graphiti_text(con, path, sample=_GRAPHITI_SAMPLE)
@@ -151,7 +153,8 @@ def _graphiti_text(con: duckdb.DuckDBPyConnection, path: str, sample: int) -> pa
         edges = con.sql(_SQL["graphiti_wrapped"], params=params)
         if not edges.limit(1).fetchall():
             return no_edges
-    return edges.select(*(_graphiti_field(name).alias(name) for name in edges.columns)).to_arrow_table()
+        return edges.select(*(_graphiti_field(name).alias(name) for name in edges.columns)).to_arrow_table()
+    return con.sql(_SQL["graphiti_fields"], params={"path": path}).to_arrow_table()
 
 
 def _graphiti_field(name: str) -> duckdb.Expression:

@@ -189,6 +189,17 @@ def test_graphiti_edges_wrapped_late_fields_and_values_that_are_not_text(mem: tm
     replicas = mem.get("e2")
     assert (replicas.object, replicas.text, replicas.valid_to) == ("7", '{"count":7}', ts("2024-08-01"))
     assert list(mem.get("e1").artifacts) == ["ep-1"]
+    # the same edges as a plain list (read with the fields declared) give the same text, and a
+    # field the mapping does not read changes nothing
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps([{**e, "uuid": e["uuid"] + "p", "extra": {"x": [1]}, "attributes": a}
+                                 for e, a in zip(edges, ["quoted", {"k": 1.5}], strict=True)]))
+    other = tm.open(tmp_path / "plain", create=True)
+    assert other.backfill(plain, format="graphiti").loaded == 2
+    replicas = other.get("e2p")
+    assert (replicas.object, replicas.text, replicas.valid_to) == ("7", '{"count":7}', ts("2024-08-01"))
+    assert (list(other.get("e1p").artifacts), other.get("e1p").attributes, replicas.attributes) == (
+        ["ep-1"], '"quoted"', '{"k":1.5}')
     bad = tmp_path / "numbers.json"
     bad.write_text("[1, 2]")
     with pytest.raises(tm.TempomemError, match="as Graphiti edges"):
