@@ -19,14 +19,15 @@ SELECT * FROM read_json($path, format = 'auto', records = 'true', maximum_depth 
 -- @part graphiti_fields
 -- A Graphiti export ($path: a JSON array of edges or JSON Lines) read for the fields the mapping
 -- reads, declared: each as text (a number's or a nested value's as its JSON text, as
--- json_extract_string gives it), `episodes` and `episode_uuids` as lists of text, `attributes`
--- as JSON text. A field the mapping does not read is not read (sampling the fields and reading
--- each as JSON first was a third of an import's reading).
-SELECT * REPLACE (CAST(attributes AS VARCHAR) AS attributes)
+-- json_extract_string gives it), `episodes` and `episode_uuids` as lists of text (from JSON, as
+-- the wrapped form reads them), `attributes` as JSON text. A field the mapping does not read is
+-- not read (sampling the fields and reading each as JSON first was a third of the reading).
+SELECT * REPLACE (CAST(attributes AS VARCHAR) AS attributes, from_json(episodes, '["VARCHAR"]') AS episodes,
+                  from_json(episode_uuids, '["VARCHAR"]') AS episode_uuids)
 FROM read_json($path, format = 'auto', records = 'true', columns = {
     uuid: 'VARCHAR', name: 'VARCHAR', source_node_uuid: 'VARCHAR', target_node_uuid: 'VARCHAR',
     group_id: 'VARCHAR', source_name: 'VARCHAR', target_name: 'VARCHAR', fact: 'VARCHAR',
-    episodes: 'VARCHAR[]', episode_uuids: 'VARCHAR[]', expired_at: 'VARCHAR', valid_at: 'VARCHAR',
+    episodes: 'JSON', episode_uuids: 'JSON', expired_at: 'VARCHAR', valid_at: 'VARCHAR',
     invalid_at: 'VARCHAR', reference_time: 'VARCHAR', attributes: 'JSON', created_at: 'VARCHAR'});
 
 -- @part graphiti_values
