@@ -18,9 +18,11 @@
 
 -- @part absent
 -- The columns the input lacks ($absent), as one row of NULLs of their types, and a marker
--- column, so that the table has a column when the input lacks none.
+-- column, so that the table has a column when the input lacks none (the marker is among the
+-- columns chosen: DuckDB refuses a COLUMNS that chooses none).
 CREATE OR REPLACE TEMP TABLE _bf_absent AS
-SELECT true AS _absent_, COLUMNS(lambda c: list_contains($absent, c)) FROM _bf_checked LIMIT 1;
+SELECT COLUMNS(lambda c: c = '_absent_' OR list_contains($absent, c))
+FROM (SELECT true AS _absent_, * FROM _bf_checked LIMIT 1);
 
 -- @part key_range
 -- A row of a key range [from, to) in (scope, subject) order; a NULL bound is unbounded

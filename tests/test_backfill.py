@@ -528,6 +528,22 @@ def test_rows_after_a_retraction_and_facts_of_the_store_are_refused_whichever_th
     assert sorted(revs(mem).select("fact_id", "revision", "status").rows()) == [
         ("f1", 1, "live"), ("f1", 2, "retracted"), ("s1", 1, "live"), ("s1x", 1, "live")]
 
+
+@pytest.mark.parametrize("resolve", [False, True])
+def test_a_load_giving_every_input_column_loads(tmp_path: Path, resolve: bool) -> None:
+    """An input with every column backfill reads (none left to NULL) loads its values as given."""
+    mem = tm.open(tmp_path / "s", create=True)
+    given = {"fact_id": "f1", "scope": "ops", "subject": "api", "predicate": "p", "object": "m5", "text": "api on m5",
+             "reason": "sized", "source": "cmdb", "superseded_by": None, "link_type": "entity", "status": "live",
+             "valid_from": "2024-01-01", "valid_to": None, "recorded_at": "2025-01-01", "retracted_at": None,
+             "superseded_at": None, "confidence": 0.5, "weight": 2.0, "valid_from_inferred": False,
+             "embedding": [0.5], "attributes": '{"k": 1}', "artifacts": ["doc-1"], "retraction_reason": None}
+    report = mem.backfill([given], resolve=resolve)
+    assert (report.loaded, report.rejected.height) == (1, 0)
+    fact = mem.history("api").row(0, named=True)  # a replay makes its own ids
+    assert [fact[c] for c in ("text", "source", "confidence", "weight", "embedding", "attributes", "artifacts")] == [
+        "api on m5", "cmdb", 0.5, 2.0, [0.5], '{"k": 1}', ["doc-1"]]
+
 # -- the store clock ---------------------------------------------------------------------------
 
 def test_backfilled_times_do_not_move_the_store_clock(mem: tm.Memory, clock) -> None:
