@@ -130,20 +130,25 @@ CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS t;
 -- check reads on its fast path; DuckDB's own text form, '+00' for the offset, takes the slow one).
 CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS coalesce(raw, strftime(t, '%Y-%m-%dT%H:%M:%S.%fZ'));
 
+-- @part mem0_chain
+-- Each memory's events that take part, in the order the mapping applies them (by event time,
+-- then ADD < UPDATE < DELETE, then row), with the next one and whether a value was believed just
+-- before: what the mapping and the orphan flag both read (a macro: made a table once for both,
+-- its million wide rows cost more than computing it twice).
+CREATE TEMP MACRO mem0_chain() AS TABLE
+SELECT *, lead(ev) OVER w AS next_ev, lead(event_t) OVER w AS next_t, lead(eid) OVER w AS next_id,
+       coalesce(lag(ev) OVER w IN ('ADD', 'UPDATE'), false) AS follows_belief
+FROM events WHERE event_t IS NOT NULL AND ev IN ('ADD', 'UPDATE', 'DELETE')
+WINDOW w AS (PARTITION BY mid ORDER BY event_t, CASE ev WHEN 'ADD' THEN 0 WHEN 'UPDATE' THEN 1 ELSE 2 END, __row);
+
 -- @part mem0
--- mem0's events as facts of the key (memory_id, 'memory'), over `events` (mem0_events), with
+-- mem0's events as facts of the key (memory_id, 'memory'), over mem0_chain(), with
 -- belief times as tm__mem0_time gives them (mem0_typed_times or mem0_text_times).
-WITH chain AS (
-    SELECT *, lead(ev) OVER w AS next_ev, lead(event_t) OVER w AS next_t, lead(eid) OVER w AS next_id,
-           lag(ev) OVER w IN ('ADD', 'UPDATE') AS follows_belief
-    FROM events WHERE event_t IS NOT NULL AND ev IN ('ADD', 'UPDATE', 'DELETE')
-    WINDOW w AS (PARTITION BY mid ORDER BY event_t, CASE ev WHEN 'ADD' THEN 0 WHEN 'UPDATE' THEN 1 ELSE 2 END, __row)
-),
-opened AS (
+WITH opened AS (
     -- A belief opened while another value was believed starts at the event (inferred), as
     -- the write path would place it; otherwise its start is unknown.
-    SELECT *, CASE WHEN coalesce(follows_belief, false) THEN event_t END AS start_t
-    FROM chain WHERE ev IN ('ADD', 'UPDATE')
+    SELECT *, CASE WHEN follows_belief THEN event_t END AS start_t
+    FROM mem0_chain() WHERE ev IN ('ADD', 'UPDATE')
 )
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
        start_t AS valid_from, true AS valid_from_inferred, tm__mem0_time(event_t, event_raw) AS recorded_at,
@@ -168,13 +173,13 @@ SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text
 FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
 
 -- @part mem0_orphans
--- The importer's flag: a DELETE with no value to delete, an unknown event, or a DELETE whose
--- time cannot be read.
+-- The importer's flag: a DELETE with no value to delete when the mapping applies it (mem0_chain),
+-- an unknown event, or a DELETE whose time cannot be read.
 SELECT 'unmatched_mem0_event' AS flag, count(*) AS count, min(__row) AS example_row
-FROM (SELECT __row, ev, lag(ev) OVER (PARTITION BY mid ORDER BY event_t, __row) AS prev, event_t FROM events)
-WHERE (ev = 'DELETE' AND (prev IS NULL OR prev = 'DELETE'))
-   OR ev NOT IN ('ADD', 'UPDATE', 'DELETE') OR ev IS NULL
-   OR (ev = 'DELETE' AND event_t IS NULL)
+FROM (SELECT __row FROM mem0_chain() WHERE ev = 'DELETE' AND NOT follows_belief
+      UNION ALL
+      SELECT __row FROM events
+      WHERE ev NOT IN ('ADD', 'UPDATE', 'DELETE') OR ev IS NULL OR (ev = 'DELETE' AND event_t IS NULL))
 HAVING count(*) > 0;
 
 -- @part sqlite4ts

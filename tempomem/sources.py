@@ -190,9 +190,11 @@ _MEM0_OPTIONAL = ("old_memory", "new_memory", "prev_value", "new_value", "create
 
 
 def _mem0_events(con: duckdb.DuckDBPyConnection) -> None:
-    """The events with their times read once, and how the mapping gives belief times: as read,
-    or as text when some cannot be read (backfill then rejects those rows, naming the text)."""
+    """The events with their times read once, each memory's in the order the mapping applies
+    them (``mem0_chain()``), and how the mapping gives belief times: as read, or as text when some
+    cannot be read (backfill then rejects those rows, naming the text)."""
     con.execute(_SQL["mem0_events"])
+    con.execute(_SQL["mem0_chain"])
     unreadable = con.sql(_SQL["mem0_unreadable"]).fetchall()[0][0]
     con.execute(_SQL["mem0_text_times" if unreadable else "mem0_typed_times"])
 

@@ -74,7 +74,8 @@ def _mem0_db(path: Path, events: list[tuple[str | None, ...]]) -> Path:
 
 def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: Path) -> None:
     # Row 1 deletes a memory never added; row 3 deletes one already deleted; row 4 is an event
-    # mem0 does not have; row 5 deletes with no readable time. Rows 0 and 2 are fine.
+    # mem0 does not have; row 5 deletes with no readable time. Rows 0 and 2 are fine; so is row 6,
+    # a DELETE at the instant of the ADD of row 7, which the mapping applies first (ADD < DELETE).
     path = _mem0_db(tmp_path / "history.db", [
         ("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00Z", None),
         ("h1", "m9", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-02T09:00:00Z"),
@@ -82,11 +83,15 @@ def test_mem0_events_that_match_no_belief_are_flagged(mem: tm.Memory, tmp_path: 
         ("h3", "m1", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-04T09:00:00Z"),
         ("h4", "m1", "Likes coffee", "MERGE", "2024-05-01T09:00:00Z", "2024-05-05T09:00:00Z"),
         ("h5", "m2", None, "DELETE", "2024-05-01T09:00:00Z", "not a time"),
+        ("h6", "m3", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-06T09:00:00Z"),
+        ("h7", "m3", "Likes jazz", "ADD", "2024-05-06T09:00:00Z", None),
     ])
     report = mem.backfill(path, format="mem0")
     assert report.flags.filter(pl.col("flag") == "unmatched_mem0_event").rows() == [("unmatched_mem0_event", 4, 1)]
     tea = mem.get("h0")
     assert (tea.status, tea.reason) == ("retracted", "deleted in mem0")
+    jazz = mem.get("h7")
+    assert (jazz.status, jazz.retracted_at) == ("retracted", ts("2024-05-06T09:00:00Z"))
 
 
 def test_mem0_columns_typed_by_their_values_read_as_given(mem: tm.Memory, tmp_path: Path) -> None:
