@@ -16,14 +16,21 @@
 -- did not show is an error, and the reader reads again with all).
 SELECT * FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 1, sample_size = $sample);
 
+-- @part graphiti_list
+-- An edge's episodes (a JSON value) as a list of text: a JSON list's items as text, any other
+-- value as a list of its one text (as backfill reads one bare artifact), JSON null as NULL.
+CREATE OR REPLACE TEMP MACRO tm__graphiti_list(j) AS
+    CASE WHEN json_type(j) = 'ARRAY' THEN from_json(j, '["VARCHAR"]')
+         WHEN json_type(j) <> 'NULL' THEN [json_extract_string(j, '$')] END;
+
 -- @part graphiti_fields
 -- A Graphiti export ($path: a JSON array of edges or JSON Lines) read for the fields the mapping
 -- reads, declared: each as text (a number's or a nested value's as its JSON text, as
--- json_extract_string gives it), `episodes` and `episode_uuids` as lists of text (from JSON, as
--- the wrapped form reads them), `attributes` as JSON text. A field the mapping does not read is
--- not read (sampling the fields and reading each as JSON first was a third of the reading).
-SELECT * REPLACE (CAST(attributes AS VARCHAR) AS attributes, from_json(episodes, '["VARCHAR"]') AS episodes,
-                  from_json(episode_uuids, '["VARCHAR"]') AS episode_uuids)
+-- json_extract_string gives it), `episodes` and `episode_uuids` as lists of text
+-- (tm__graphiti_list), `attributes` as JSON text. A field the mapping does not read is not read
+-- (sampling the fields and reading each as JSON first was a third of the reading).
+SELECT * REPLACE (CAST(attributes AS VARCHAR) AS attributes, tm__graphiti_list(episodes) AS episodes,
+                  tm__graphiti_list(episode_uuids) AS episode_uuids)
 FROM read_json($path, format = 'auto', records = 'true', columns = {
     uuid: 'VARCHAR', name: 'VARCHAR', source_node_uuid: 'VARCHAR', target_node_uuid: 'VARCHAR',
     group_id: 'VARCHAR', source_name: 'VARCHAR', target_name: 'VARCHAR', fact: 'VARCHAR',

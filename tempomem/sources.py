@@ -107,12 +107,14 @@ _GRAPHITI_SAMPLE = 20_480
 def _read_graphiti(path: str | os.PathLike[str]) -> pa.Table:
     """Edges from a JSON array, an object with an ``edges`` list, or JSON Lines, read by DuckDB:
     a field's text as given (a number's or a nested value's as its JSON text), ``episodes`` and
-    ``episode_uuids`` as lists of text, ``attributes`` as JSON text."""
+    ``episode_uuids`` as lists of text (one value that is not a list: a list of its text),
+    ``attributes`` as JSON text."""
     if not os.path.isfile(path):
         raise TempomemError(f"data: no file {os.fspath(path)}")
     con = new_connection()
     without_progress_bar(con)
     try:
+        con.execute(_SQL["graphiti_list"])
         table = _graphiti_edges(con, os.fspath(path))
     except duckdb.Error as exc:
         raise TempomemError(f"data: cannot read {os.fspath(path)} as Graphiti edges (a JSON list of objects, "
@@ -161,7 +163,7 @@ def _graphiti_field(name: str) -> duckdb.Expression:
     """A field read as JSON, as what the mapping reads: lists of text, JSON text, or text."""
     column = duckdb.ColumnExpression(name)
     if name in _GRAPHITI_LISTS:
-        return duckdb.FunctionExpression("from_json", column, duckdb.ConstantExpression('["VARCHAR"]'))
+        return duckdb.FunctionExpression("tm__graphiti_list", column)
     if name == "attributes":
         return column.cast(duckdb.sqltype("VARCHAR"))
     return duckdb.FunctionExpression("json_extract_string", column, duckdb.ConstantExpression("$"))

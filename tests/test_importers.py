@@ -258,3 +258,20 @@ def test_graphiti_an_unreadable_time_rejects_its_row_and_changes_no_other(tmp_pa
         ("e1", ts("2024-09-01T12:00:00Z"), ts("2025-02-01"), None, "ended"),
         ("e2", None, ts("2025-01-02T08:00:00Z"), None, "live"),
         ("e2", None, ts("2025-03-01"), ts("2025-03-01"), "retracted")]
+
+
+def test_graphiti_episodes_that_are_not_a_list_are_one_artifact_in_either_form(tmp_path: Path) -> None:
+    """``episodes`` given as one value (a text, a number) is a list of that one text, as backfill
+    reads one bare artifact, never dropped; a list's numbers are their text. Wrapped or plain alike."""
+    edges = [{"uuid": "e1", "source_name": "api", "target_name": "m5", "name": "RUNS_ON",
+              "created_at": "2025-01-01T00:00:00Z", "episodes": "ep-9"},
+             {"uuid": "e2", "source_name": "db", "target_name": "r6", "name": "RUNS_ON",
+              "created_at": "2025-01-01T00:00:00Z", "episode_uuids": [7, "ep-8"]},
+             {"uuid": "e3", "source_name": "web", "target_name": "t3", "name": "RUNS_ON",
+              "created_at": "2025-01-01T00:00:00Z", "episodes": 12, "episode_uuids": None}]
+    for shape, given in (("plain", edges), ("wrapped", {"edges": edges})):
+        path = tmp_path / f"{shape}.json"
+        path.write_text(json.dumps(given))
+        mem = tm.open(tmp_path / shape, create=True)
+        assert mem.backfill(path, format="graphiti").loaded == 3
+        assert [list(mem.get(f"e{i}").artifacts) for i in (1, 2, 3)] == [["ep-9"], ["7", "ep-8"], ["12"]]
