@@ -56,20 +56,28 @@ CROSS JOIN _bf_const;
 -- The fact-level rejections, as the report's rejected rows.
 CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, reason VARCHAR);
 
+-- @part shared_facts
+-- The fact ids given to more than one loadable row (only when the input has fact ids and the
+-- load is not replayed): the facts whose rows are revisions numbered by belief time, which the
+-- checks between rows (fact_rejects) and the write's window (backfill_write.sql) take, and no
+-- other row. Most facts of an export are one row each (edges each with its uuid, a few expired).
+CREATE TEMP TABLE _bf_shared_facts AS
+SELECT fact_id, count(*) AS n FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HAVING count(*) > 1;
+
 -- @part fact_rejects
 -- Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
 -- belief times and not follow its retraction. A fact_id already in the store is refused:
 -- backfill adds facts, it does not rewrite a stored fact's history. (Only when the input has
 -- fact ids and the load is not replayed: the replay refuses such rows itself.) The rules
--- between rows are tested over the rows of fact ids given more than once: a window over every
--- row, when most facts are one row (an export of edges, each with its uuid), was most of this.
+-- between rows are tested over the rows of the shared facts (shared_facts): a window over every
+-- row, when most facts are one row, was most of this.
 INSERT INTO _bf_fact_rejects
 WITH given AS (
     SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at
     FROM _bf_candidates WHERE fact_id IS NOT NULL
 ),
 shared AS (
-    SELECT fact_id FROM given GROUP BY fact_id HAVING count(*) > 1
+    SELECT fact_id FROM _bf_shared_facts
 ),
 tested AS (
     SELECT r.*, r.fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored,

@@ -544,6 +544,35 @@ def test_a_load_giving_every_input_column_loads(tmp_path: Path, resolve: bool) -
     assert [fact[c] for c in ("text", "source", "confidence", "weight", "embedding", "attributes", "artifacts")] == [
         "api on m5", "cmdb", 0.5, 2.0, [0.5], '{"k": 1}', ["doc-1"]]
 
+
+def test_a_few_facts_of_several_rows_among_many_of_one_number_as_the_window_would(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """When a minority of rows share fact ids, only those go through the window that numbers a
+    fact's revisions; the others are numbered by their parts. Both give the rows the window
+    gives for every fact. Hand-checked: f1's two rows and its retraction, g1's row retracted."""
+    rows = [row("api", "m5", fact_id="f1", recorded_at="2025-01-01", valid_from="2024-01-01"),
+            row("api", "m6", fact_id="f1", recorded_at="2025-02-01", valid_from="2024-01-01",
+                retracted_at="2025-03-01"),
+            row("db", "r6", fact_id="g1", recorded_at="2025-01-05", retracted_at="2025-01-09"),
+            *(row(f"svc-{i}", "x", fact_id=f"h{i}", recorded_at=f"2025-01-{1 + i:02d}") for i in range(5))]
+    stored = {}
+    for paths in (backfill_write._FACTS["few"], ("rows_share_facts",)):
+        monkeypatch.setitem(backfill_write._FACTS, "few", paths)
+        mem = tm.open(tmp_path / str(len(paths)), create=True)
+        assert mem.backfill(rows).loaded == 8
+        # the rows as written, prev_* and belief ends included
+        stored[paths] = pl.concat([pl.read_parquet(f) for f in mem._storage.snapshot().files]).drop(
+            "ingested_at").sort("fact_id", "revision")
+        assert_previous_columns(mem)
+    few, every = stored.values()
+    assert few.equals(every)
+    f1 = few.filter(pl.col("fact_id") == "f1")
+    assert f1.select("revision", "object", "status", "prev_object", "folded_until").rows() == [
+        (1, "m5", "live", None, ts("2025-02-01")), (2, "m6", "live", "m5", ts("2025-03-01")),
+        (3, "m6", "retracted", "m6", None)]
+    assert few.filter(pl.col("fact_id") == "g1").select("revision", "status", "prev_status").rows() == [
+        (1, "live", None), (2, "retracted", "live")]
+
 # -- the store clock ---------------------------------------------------------------------------
 
 def test_backfilled_times_do_not_move_the_store_clock(mem: tm.Memory, clock) -> None:

@@ -207,6 +207,7 @@ class Loader:
         for part in ("repeated", "merged", "candidates", "fact_rejects_table"):
             con.execute(_SQL[part])
         if self.has_fact_id and not resolve:
+            con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
         con.execute(_SQL["rows"])
 
