@@ -427,7 +427,9 @@ def _mem0_file(path: Path, rows: int, heavy: int = 0) -> None:
         db.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?,?,?,?)", out)
 
 
-def _graphiti_file(path: Path, rows: int) -> None:
+def _graphiti_file(path: Path, rows: int, expired: float = 0.0) -> None:
+    """``rows`` Graphiti edges; ``expired``: the share of them expired 1 hour to 30 days after they
+    were created (every second one of those also given an invalid_at), as a real export has."""
     rng = np.random.default_rng(6)
     base = np.datetime64("2025-01-01T00:00:00", "s")
     created = (base + np.sort(rng.choice(365 * 86400, rows, replace=False))).astype(str)
@@ -435,6 +437,12 @@ def _graphiti_file(path: Path, rows: int) -> None:
               "name": "RELATES_TO", "fact": f"fact {i}", "episodes": [f"ep{i}"], "created_at": c + "Z",
               "expired_at": None, "valid_at": c + "Z", "invalid_at": None}
              for i, c in enumerate(created.tolist())]
+    later = np.random.default_rng(8)  # drawn apart: the file without expiries stays the one measured before
+    for i in np.flatnonzero(later.random(rows) < expired).tolist():
+        end = str(np.datetime64(created[i]) + np.timedelta64(int(later.integers(3600, 30 * 86400)), "s")) + "Z"
+        edges[i]["expired_at"] = end
+        if i % 2:
+            edges[i]["invalid_at"] = end
     path.write_text(json.dumps(edges))
 
 
@@ -451,6 +459,10 @@ def importers(args: argparse.Namespace) -> None:
         for fmt, source in (("mem0", mem0), ("graphiti", graphiti)):
             imported[fmt] = [_timed("import", fmt, str(source)) for _ in range(args.runs)]
             _line(f"import {fmt}", imported[fmt], args.rows, base)
+        expiring = Path(tmp, "expiring.json")
+        _graphiti_file(expiring, args.rows, expired=args.expired)
+        runs = [_timed("import", "graphiti", str(expiring)) for _ in range(args.runs)]
+        _line(f"import graphiti, {args.expired:.0%} of edges expired", runs, args.rows, base)
         if args.heavy:
             skewed = Path(tmp, "skewed.db")
             _mem0_file(skewed, args.rows, heavy=args.heavy)
@@ -492,6 +504,7 @@ def main() -> None:
     p = sub.add_parser("importers")
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--heavy", type=int, default=0, help="also a mem0 history with one memory this many events")
+    p.add_argument("--expired", type=float, default=0.1, help="the share of expired edges of the second Graphiti file")
     args = parser.parse_args()
     print(f"{args.what}: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
           f"python {sys.version.split()[0]}")
