@@ -76,20 +76,17 @@ WITH given AS (
     SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at
     FROM _bf_candidates WHERE fact_id IS NOT NULL
 ),
-shared AS (
-    SELECT fact_id FROM _bf_shared_facts
-),
 tested AS (
     SELECT r.*, r.fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored,
            first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
            first_value(r.predicate) OVER w AS first_predicate,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM given AS r SEMI JOIN shared AS s ON s.fact_id = r.fact_id
+    FROM given AS r SEMI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
     UNION ALL BY NAME
     -- a fact of one row can only be in the store already
-    SELECT r.*, true AS stored FROM given AS r ANTI JOIN shared AS s ON s.fact_id = r.fact_id
+    SELECT r.*, true AS stored FROM given AS r ANTI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id
     WHERE r.fact_id IN (SELECT e.fact_id FROM _tm_events e)
 )
 SELECT __row, 'fact_id', fact_id,
