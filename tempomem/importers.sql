@@ -56,11 +56,12 @@ SELECT *, tm__text_time(valid_at) AS valid_t, tm__text_time(invalid_at) AS inval
 FROM src;
 
 -- @part graphiti_unreadable
--- Whether a time given cannot be read: then backfill must see the edges' times as text.
+-- Whether a time backfill reads cannot be read: then it must see the edges' times as text.
+-- (`reference_time` is not one of them: it goes to `attributes` as given, like any other field
+-- backfill does not read.)
 SELECT count(*) > 0 FROM edges
 WHERE (valid_at IS NOT NULL AND valid_t IS NULL) OR (invalid_at IS NOT NULL AND invalid_t IS NULL)
-   OR (created_at IS NOT NULL AND created_t IS NULL) OR (expired_at IS NOT NULL AND expired_t IS NULL)
-   OR (reference_time IS NOT NULL AND reference_t IS NULL);
+   OR (created_at IS NOT NULL AND created_t IS NULL) OR (expired_at IS NOT NULL AND expired_t IS NULL);
 
 -- @part graphiti_typed_times
 -- Every time was read: the mapping gives them as read (backfill parses none again, as for mem0).
@@ -89,14 +90,14 @@ SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS p
        CASE WHEN later_end AND invalid_at IS NULL THEN 'expired in Graphiti with no invalid_at' END
            AS retraction_reason,
        artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
-       tm__graphiti_time(reference_t, reference_time) AS reference_time
+       reference_time
 FROM e
 UNION ALL BY NAME
 SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
        fact AS text, tm__graphiti_time(valid_t, valid_at) AS valid_from,
        tm__graphiti_time(invalid_t, invalid_at) AS valid_to, tm__graphiti_time(expired_t, expired_at) AS recorded_at,
        'expired in Graphiti' AS reason, artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
-       tm__graphiti_time(reference_t, reference_time) AS reference_time
+       reference_time
 FROM e WHERE later_end AND invalid_at IS NOT NULL;
 
 -- @part graphiti_defaulted
