@@ -10,11 +10,14 @@
 -- it took two thirds of the Graphiti mapping).
 
 -- @part graphiti_edges
+-- In the graphiti_* parts, $format is DuckDB's JSON format: 'array' for a file whose text starts
+-- with '[' (DuckDB's own finding takes one that starts with a byte-order mark for something else
+-- and refuses it), 'auto' for any other.
 -- A Graphiti export ($path) as read: a JSON array of edges or JSON Lines, one row per edge and
 -- every field as JSON (maximum_depth 1), so that no value is read as another type; the reader
 -- makes text of them. $sample edges show the fields (-1: all; an edge with a field the sample
 -- did not show is an error, and the reader reads again with all).
-SELECT * FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 1, sample_size = $sample);
+SELECT * FROM read_json($path, format = $format, records = 'true', maximum_depth = 1, sample_size = $sample);
 
 -- @part graphiti_list
 -- An edge's episodes (a JSON value) as a list of text: a JSON list's items as text, any other
@@ -31,7 +34,7 @@ CREATE OR REPLACE TEMP MACRO tm__graphiti_list(j) AS
 -- (sampling the fields and reading each as JSON first was a third of the reading).
 SELECT * REPLACE (CAST(attributes AS VARCHAR) AS attributes, tm__graphiti_list(episodes) AS episodes,
                   tm__graphiti_list(episode_uuids) AS episode_uuids)
-FROM read_json($path, format = 'auto', records = 'true', columns = {
+FROM read_json($path, format = $format, records = 'true', columns = {
     uuid: 'VARCHAR', name: 'VARCHAR', source_node_uuid: 'VARCHAR', target_node_uuid: 'VARCHAR',
     group_id: 'VARCHAR', source_name: 'VARCHAR', target_name: 'VARCHAR', fact: 'VARCHAR',
     episodes: 'JSON', episode_uuids: 'JSON', expired_at: 'VARCHAR', valid_at: 'VARCHAR',
@@ -39,12 +42,12 @@ FROM read_json($path, format = 'auto', records = 'true', columns = {
 
 -- @part graphiti_values
 -- How many JSON values a file ($path) holds that is not a list of objects: none is an empty export.
-SELECT count(*) FROM read_json($path, format = 'auto', records = 'false');
+SELECT count(*) FROM read_json($path, format = $format, records = 'false');
 
 -- @part graphiti_wrapped
 -- The same for an export that is one object holding the edges under `edges`.
 SELECT unnest(edges, recursive := true)
-FROM read_json($path, format = 'auto', records = 'true', maximum_depth = 3, sample_size = $sample);
+FROM read_json($path, format = $format, records = 'true', maximum_depth = 3, sample_size = $sample);
 
 -- @part graphiti_times
 -- The edges with their times read once, as `edges`: what the mapping and the defaulted flag

@@ -142,12 +142,13 @@ def _graphiti_edges(con: duckdb.DuckDBPyConnection, path: str) -> pa.Table:
 
 
 def _graphiti_text(con: duckdb.DuckDBPyConnection, path: str, sample: int) -> pa.Table:
-    params = {"path": path, "sample": sample}
+    params = {"path": path, "sample": sample, "format": _json_format(path)}
     no_edges = pa.table({"uuid": pa.array([], pa.string())})
     try:
         edges = con.sql(_SQL["graphiti_edges"], params=params)
     except duckdb.BinderException as exc:  # not objects: an error unless there is nothing at all
-        values = con.sql(_SQL["graphiti_values"], params={"path": path}) if "non-record JSON" in str(exc) else None
+        values = (con.sql(_SQL["graphiti_values"], params={"path": path, "format": params["format"]})
+                  if "non-record JSON" in str(exc) else None)
         if values is not None and not values.fetchall()[0][0]:
             return no_edges
         raise
@@ -156,7 +157,15 @@ def _graphiti_text(con: duckdb.DuckDBPyConnection, path: str, sample: int) -> pa
         if not edges.limit(1).fetchall():
             return no_edges
         return edges.select(*(_graphiti_field(name).alias(name) for name in edges.columns)).to_arrow_table()
-    return con.sql(_SQL["graphiti_fields"], params={"path": path}).to_arrow_table()
+    return con.sql(_SQL["graphiti_fields"], params={"path": path, "format": params["format"]}).to_arrow_table()
+
+
+def _json_format(path: str) -> str:
+    """DuckDB's JSON format for the file at ``path``: ``array`` when its text starts with ``[``
+    (after a byte-order mark and blanks), else ``auto``."""
+    with open(path, "rb") as f:
+        head = f.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()
+    return "array" if head.startswith(b"[") else "auto"
 
 
 def _graphiti_field(name: str) -> duckdb.Expression:

@@ -278,3 +278,17 @@ def test_graphiti_episodes_that_are_not_a_list_are_one_artifact_in_either_form(t
         mem = tm.open(tmp_path / shape, create=True)
         assert mem.backfill(path, format="graphiti").loaded == 3
         assert [list(mem.get(f"e{i}").artifacts) for i in (1, 2, 3)] == [["ep-9"], ["7", "ep-8"], ["12"]]
+
+
+def test_graphiti_an_export_with_a_byte_order_mark_loads(mem: tm.Memory, tmp_path: Path) -> None:
+    """Windows tools write UTF-8 with a byte-order mark; DuckDB's format detection then took the
+    array for something else and the import failed. An empty list with one loads nothing."""
+    edge = {"uuid": "e1", "source_name": "api", "target_name": "m5", "name": "RUNS_ON",
+            "created_at": "2025-01-01T00:00:00Z", "valid_at": "2024-06-01", "episodes": ["ep-1"]}
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf\n  " + json.dumps([edge], indent=2).encode())
+    assert mem.backfill(path, format="graphiti").loaded == 1
+    assert (mem.get("e1").object, list(mem.get("e1").artifacts)) == ("m5", ["ep-1"])
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"\xef\xbb\xbf[]")
+    assert mem.backfill(empty, format="graphiti").loaded == 0
