@@ -19,6 +19,19 @@
 -- did not show is an error, and the reader reads again with all).
 SELECT * FROM read_json($path, format = $format, records = 'true', maximum_depth = 1, sample_size = $sample);
 
+-- @part typed_times
+-- How an importer's mapping gives the times backfill reads, `tm__import_time(t, raw)` over each
+-- time as read (`t`) and its text (`raw`; NULL for one the mapping computed). Every time was
+-- read: the mapping gives them as read (backfill parses none again).
+CREATE OR REPLACE TEMP MACRO tm__import_time(t, raw) AS t;
+
+-- @part text_times
+-- Some could not be read: the times go to backfill as text, so that it rejects (or, lenient,
+-- drops and flags) the unreadable ones naming the text. A time read gives its text, a computed
+-- one its full ISO form (which the check reads on its fast path; DuckDB's own text form, '+00'
+-- for the offset, takes the slow one).
+CREATE OR REPLACE TEMP MACRO tm__import_time(t, raw) AS coalesce(raw, strftime(t, '%Y-%m-%dT%H:%M:%S.%fZ'));
+
 -- @part graphiti_list
 -- An edge's episodes (a JSON value) as a list of text: a JSON list's items as text, any other
 -- value as a list of its one text (as backfill reads one bare artifact), JSON null as NULL.
@@ -66,18 +79,9 @@ SELECT count(*) > 0 FROM edges
 WHERE (valid_at IS NOT NULL AND valid_t IS NULL) OR (invalid_at IS NOT NULL AND invalid_t IS NULL)
    OR (created_at IS NOT NULL AND created_t IS NULL) OR (expired_at IS NOT NULL AND expired_t IS NULL);
 
--- @part graphiti_typed_times
--- Every time was read: the mapping gives them as read (backfill parses none again, as for mem0).
-CREATE OR REPLACE TEMP MACRO tm__graphiti_time(t, raw) AS t;
-
--- @part graphiti_text_times
--- Some could not be read: every time goes to backfill as its text, so that it rejects (or, lenient,
--- drops) the unreadable ones naming the text.
-CREATE OR REPLACE TEMP MACRO tm__graphiti_time(t, raw) AS raw;
-
 -- @part graphiti
--- Graphiti / Zep edges, over `edges` (graphiti_times), with times as tm__graphiti_time gives them
--- (graphiti_typed_times or graphiti_text_times). Graphiti edits an edge in place: expired_at is
+-- Graphiti / Zep edges, over `edges` (graphiti_times), with times as tm__import_time gives them
+-- (typed_times or text_times). Graphiti edits an edge in place: expired_at is
 -- when the end became known. Before it the edge was believed open-ended; from it, closed at
 -- invalid_at. Expired with no invalid_at, it stopped being believed with no end: a retraction.
 WITH e AS (
@@ -86,10 +90,10 @@ WITH e AS (
     FROM edges
 )
 SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
-       fact AS text, tm__graphiti_time(valid_t, valid_at) AS valid_from,
-       CASE WHEN later_end THEN NULL ELSE tm__graphiti_time(invalid_t, invalid_at) END AS valid_to,
-       tm__graphiti_time(created_t, created_at) AS recorded_at,
-       CASE WHEN later_end AND invalid_at IS NULL THEN tm__graphiti_time(expired_t, expired_at) END AS retracted_at,
+       fact AS text, tm__import_time(valid_t, valid_at) AS valid_from,
+       CASE WHEN later_end THEN NULL ELSE tm__import_time(invalid_t, invalid_at) END AS valid_to,
+       tm__import_time(created_t, created_at) AS recorded_at,
+       CASE WHEN later_end AND invalid_at IS NULL THEN tm__import_time(expired_t, expired_at) END AS retracted_at,
        CASE WHEN later_end AND invalid_at IS NULL THEN 'expired in Graphiti with no invalid_at' END
            AS retraction_reason,
        artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
@@ -97,8 +101,8 @@ SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS p
 FROM e
 UNION ALL BY NAME
 SELECT __row, uuid AS fact_id, group_id AS scope, subject_ AS subject, name AS predicate, object_ AS object,
-       fact AS text, tm__graphiti_time(valid_t, valid_at) AS valid_from,
-       tm__graphiti_time(invalid_t, invalid_at) AS valid_to, tm__graphiti_time(expired_t, expired_at) AS recorded_at,
+       fact AS text, tm__import_time(valid_t, valid_at) AS valid_from,
+       tm__import_time(invalid_t, invalid_at) AS valid_to, tm__import_time(expired_t, expired_at) AS recorded_at,
        'expired in Graphiti' AS reason, artifacts_ AS artifacts, attributes, source_node_uuid, target_node_uuid,
        reference_time
 FROM e WHERE later_end AND invalid_at IS NOT NULL;
@@ -131,16 +135,6 @@ SELECT *, tm__text_time(event_raw) AS event_t FROM h;
 -- Whether an ADD or UPDATE has a time that cannot be read: then backfill must see its text.
 SELECT count(*) > 0 FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
 
--- @part mem0_typed_times
--- Every belief time was read: the mapping gives them as read (backfill parses none again).
-CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS t;
-
--- @part mem0_text_times
--- Some could not be read: belief times go to backfill as text, so that it rejects those rows
--- naming the text. A time read gives its text, a computed one its full ISO form (which the
--- check reads on its fast path; DuckDB's own text form, '+00' for the offset, takes the slow one).
-CREATE OR REPLACE TEMP MACRO tm__mem0_time(t, raw) AS coalesce(raw, strftime(t, '%Y-%m-%dT%H:%M:%S.%fZ'));
-
 -- @part mem0_chain
 -- Each memory's events that take part, in the order the mapping applies them (by event time,
 -- then ADD < UPDATE < DELETE, then row), with the next one and whether a value was believed just
@@ -154,7 +148,7 @@ WINDOW w AS (PARTITION BY mid ORDER BY event_t, CASE ev WHEN 'ADD' THEN 0 WHEN '
 
 -- @part mem0
 -- mem0's events as facts of the key (memory_id, 'memory'), over mem0_chain(), with
--- belief times as tm__mem0_time gives them (mem0_typed_times or mem0_text_times).
+-- belief times as tm__import_time gives them (typed_times or text_times).
 WITH opened AS (
     -- A belief opened while another value was believed starts at the event (inferred), as
     -- the write path would place it; otherwise its start is unknown.
@@ -162,7 +156,7 @@ WITH opened AS (
     FROM mem0_chain() WHERE ev IN ('ADD', 'UPDATE')
 )
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       start_t AS valid_from, true AS valid_from_inferred, tm__mem0_time(event_t, event_raw) AS recorded_at,
+       start_t AS valid_from, true AS valid_from_inferred, tm__import_time(event_t, event_raw) AS recorded_at,
        CASE WHEN next_ev = 'DELETE' OR next_t = event_t THEN next_t END AS retracted_at,
        CASE WHEN next_ev = 'DELETE' THEN 'deleted in mem0'
             WHEN next_t = event_t THEN 'replaced by mem0 event ' || next_id || ' at the same instant' END
@@ -173,14 +167,14 @@ FROM opened
 UNION ALL BY NAME
 -- the next ADD/UPDATE closes this value where it begins: a supersession, learned then
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       start_t AS valid_from, true AS valid_from_inferred, tm__mem0_time(next_t, NULL) AS recorded_at,
+       start_t AS valid_from, true AS valid_from_inferred, tm__import_time(next_t, NULL) AS recorded_at,
        next_t AS valid_to, next_id AS superseded_by, 'superseded' AS status,
        'updated in mem0 by event ' || next_id AS reason, ev AS mem0_event, actor_id, role
 FROM opened WHERE next_ev IN ('ADD', 'UPDATE') AND next_t > event_t
 UNION ALL BY NAME
 -- ADD/UPDATE events without a readable time: backfill rejects them and says why
 SELECT __row, eid AS fact_id, mid AS subject, 'memory' AS predicate, memory_text AS object,
-       tm__mem0_time(event_t, event_raw) AS recorded_at, ev AS mem0_event, actor_id, role
+       tm__import_time(event_t, event_raw) AS recorded_at, ev AS mem0_event, actor_id, role
 FROM events WHERE event_t IS NULL AND ev IN ('ADD', 'UPDATE');
 
 -- @part mem0_orphans

@@ -178,12 +178,16 @@ def _graphiti_field(name: str) -> duckdb.Expression:
     return duckdb.FunctionExpression("json_extract_string", column, duckdb.ConstantExpression("$"))
 
 
+def _times_read(con: duckdb.DuckDBPyConnection, unreadable: str) -> None:
+    """How the mapping gives times (``tm__import_time``): as read, or as text when the part
+    ``unreadable`` finds one that cannot be read (backfill then rejects that row, naming the text)."""
+    con.execute(_SQL["text_times" if con.sql(_SQL[unreadable]).fetchall()[0][0] else "typed_times"])
+
+
 def _graphiti_times(con: duckdb.DuckDBPyConnection) -> None:
-    """The edges with their times read once, and how the mapping gives them: as read, or as text
-    when one cannot be read (backfill then rejects that row, naming the text)."""
+    """The edges with their times read once, and how the mapping gives them (:func:`_times_read`)."""
     con.execute(_SQL["graphiti_times"])
-    unreadable = con.sql(_SQL["graphiti_unreadable"]).fetchall()[0][0]
-    con.execute(_SQL["graphiti_text_times" if unreadable else "graphiti_typed_times"])
+    _times_read(con, "graphiti_unreadable")
 
 
 def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:
@@ -202,12 +206,10 @@ _MEM0_OPTIONAL = ("old_memory", "new_memory", "prev_value", "new_value", "create
 
 def _mem0_events(con: duckdb.DuckDBPyConnection) -> None:
     """The events with their times read once, each memory's in the order the mapping applies
-    them (``mem0_chain()``), and how the mapping gives belief times: as read, or as text when some
-    cannot be read (backfill then rejects those rows, naming the text)."""
+    them (``mem0_chain()``), and how the mapping gives belief times (:func:`_times_read`)."""
     con.execute(_SQL["mem0_events"])
     con.execute(_SQL["mem0_chain"])
-    unreadable = con.sql(_SQL["mem0_unreadable"]).fetchall()[0][0]
-    con.execute(_SQL["mem0_text_times" if unreadable else "mem0_typed_times"])
+    _times_read(con, "mem0_unreadable")
 
 
 def _read_mem0(path: str | os.PathLike[str]) -> Source:
