@@ -59,10 +59,11 @@ CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, re
 -- @part shared_facts
 -- The fact ids given to more than one loadable row (only when the input has fact ids and the
 -- load is not replayed): the facts whose rows are revisions numbered by belief time, which the
--- checks between rows (fact_rejects) and the write's window (backfill_write.sql) take, and no
--- other row. Most facts of an export are one row each (edges each with its uuid, a few expired).
+-- checks between rows (fact_rejects) take, and no other row; the write numbers revisions
+-- against their neighbours when there is one (backfill_write.sql, rows_share_facts). Most facts
+-- of an export are one row each (edges each with its uuid, a few expired).
 CREATE TEMP TABLE _bf_shared_facts AS
-SELECT fact_id, count(*) AS n FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HAVING count(*) > 1;
+SELECT fact_id FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HAVING count(*) > 1;
 
 -- @part fact_rejects
 -- Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct

@@ -24,8 +24,9 @@ SELECT e.* FROM _tm_fresh_events AS e WHERE e.folded IS NOT TRUE;
 
 -- The one derivation of belief time: a revision is believed until the next revision of its fact
 -- (its key and fact_id, in the order of `revision`) was recorded; NULL while it is the belief.
--- A window expression, so that the backfill computes it in the window that numbers the revisions
--- it writes (backfill_write.sql), with no sort of its own.
+-- A window expression, so that a replay computes it in the window that chains the revisions
+-- it writes (rounds.sql), with no sort of its own. A backfill written as given applies the
+-- same rule to rows it already streams in fact and belief-time order (backfill_write.sql).
 CREATE OR REPLACE MACRO tm__believed_until(recorded_at, scope, subject, predicate, fact_id, revision) AS
     lead(recorded_at) OVER (PARTITION BY scope, subject, predicate, fact_id ORDER BY revision);
 

@@ -545,33 +545,35 @@ def test_a_load_giving_every_input_column_loads(tmp_path: Path, resolve: bool) -
         "api on m5", "cmdb", 0.5, 2.0, [0.5], '{"k": 1}', ["doc-1"]]
 
 
-def test_a_few_facts_of_several_rows_among_many_of_one_number_as_the_window_would(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
-    """When a minority of rows share fact ids, only those go through the window that numbers a
-    fact's revisions; the others are numbered by their parts. Both give the rows the window
-    gives for every fact. Hand-checked: f1's two rows and its retraction, g1's row retracted."""
-    rows = [row("api", "m5", fact_id="f1", recorded_at="2025-01-01", valid_from="2024-01-01"),
-            row("api", "m6", fact_id="f1", recorded_at="2025-02-01", valid_from="2024-01-01",
-                retracted_at="2025-03-01"),
-            row("db", "r6", fact_id="g1", recorded_at="2025-01-05", retracted_at="2025-01-09"),
-            *(row(f"svc-{i}", "x", fact_id=f"h{i}", recorded_at=f"2025-01-{1 + i:02d}") for i in range(5))]
+def test_facts_of_several_rows_are_numbered_in_belief_order_and_facts_of_one_row_as_alone(tmp_path: Path) -> None:
+    """Where rows share fact ids, each revision is numbered against its neighbours in the sorted
+    stream (rows_share_facts); a fact of one row among them is written exactly as a load where
+    no rows share facts writes it (one_row_per_fact). Hand-checked: f1's two rows (given out of
+    order) and its retraction, g1's row retracted; f1 and g1 sort next to each other by id."""
+    shared = [row("api", "m6", fact_id="f1", recorded_at="2025-02-01", valid_from="2024-01-01",
+                  retracted_at="2025-03-01"),
+              row("api", "m5", fact_id="f1", recorded_at="2025-01-01", valid_from="2024-01-01")]
+    single = [row("api", "r6", fact_id="f2", recorded_at="2025-01-05", retracted_at="2025-01-09"),
+              *(row(f"svc-{i}", "x", fact_id=f"h{i}", recorded_at=f"2025-01-{1 + i:02d}") for i in range(5))]
     stored = {}
-    for paths in (backfill_write._FACTS["few"], ("rows_share_facts",)):
-        monkeypatch.setitem(backfill_write._FACTS, "few", paths)
-        mem = tm.open(tmp_path / str(len(paths)), create=True)
-        assert mem.backfill(rows).loaded == 8
+    for name, rows in (("all", shared + single), ("single", single)):
+        mem = tm.open(tmp_path / name, create=True)
+        assert mem.backfill(rows).loaded == len(rows)
         # the rows as written, prev_* and belief ends included
-        stored[paths] = pl.concat([pl.read_parquet(f) for f in mem._storage.snapshot().files]).drop(
+        stored[name] = pl.concat([pl.read_parquet(f) for f in mem._storage.snapshot().files]).drop(
             "ingested_at").sort("fact_id", "revision")
         assert_previous_columns(mem)
-    few, every = stored.values()
-    assert few.equals(every)
-    f1 = few.filter(pl.col("fact_id") == "f1")
-    assert f1.select("revision", "object", "status", "prev_object", "folded_until").rows() == [
-        (1, "m5", "live", None, ts("2025-02-01")), (2, "m6", "live", "m5", ts("2025-03-01")),
-        (3, "m6", "retracted", "m6", None)]
-    assert few.filter(pl.col("fact_id") == "g1").select("revision", "status", "prev_status").rows() == [
-        (1, "live", None), (2, "retracted", "live")]
+    written = stored["all"]
+    assert written.filter(pl.col("fact_id") != "f1").equals(stored["single"])
+    f1 = written.filter(pl.col("fact_id") == "f1")
+    assert f1.select("revision", "object", "status", "prev_object", "prev_recorded_at", "first_recorded_at",
+                     "folded_until").rows() == [
+        (1, "m5", "live", None, None, ts("2025-01-01"), ts("2025-02-01")),
+        (2, "m6", "live", "m5", ts("2025-01-01"), ts("2025-01-01"), ts("2025-03-01")),
+        (3, "m6", "retracted", "m6", ts("2025-02-01"), ts("2025-01-01"), None)]
+    assert written.filter(pl.col("fact_id") == "f2").select("revision", "status", "prev_status",
+                                                            "folded_until").rows() == [
+        (1, "live", None, ts("2025-01-09")), (2, "retracted", "live", None)]
 
 # -- the store clock ---------------------------------------------------------------------------
 

@@ -30,10 +30,8 @@ _SQL = sql_parts("backfill_write.sql")
 #: The macro ``tm__bf_in_range``: whether a row is in a key range of :func:`key_ranges`.
 KEY_RANGE_MACRO = _SQL["key_range"]
 _IDS = {True: "ids_given", False: "ids_generated"}
-#: How a load's revisions are numbered (backfill_write.sql), by how many of its rows share fact ids:
-#: none, fewer than half, or more.
-_FACTS = {"none": ("one_row_per_fact",), "few": ("rows_share_facts", "few_rows_share_facts"),
-          "most": ("rows_share_facts",)}
+#: How a load's revisions are numbered (backfill_write.sql), by whether any of its rows share fact ids.
+_FACTS = {False: "one_row_per_fact", True: "rows_share_facts"}
 #: Columns the input may lack that _bf_rows still gives values (see candidates and merged in
 #: backfill_checks.sql): they are not NULL throughout, so they stay in the sort.
 _RECOMPUTED = ("valid_from_inferred", "artifacts")
@@ -120,14 +118,13 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
     Parquet writer encodes each batch (a third of the CPU DuckDB's COPY takes for them).
     ``absent`` names the columns the input lacks (name: SQL type), kept out of the sort.
     """
-    # Rows sharing a given fact_id (the checks' _bf_shared_facts) are revisions numbered by
-    # belief time; otherwise a fact has one revision (two when retracted later).
-    shared = con.sql("SELECT coalesce(sum(n), 0) FROM _bf_shared_facts").fetchall()[0][0] if has_fact_id else 0
-    facts = "none" if shared == 0 else "few" if 2 * shared < loaded else "most"
+    # Rows sharing a given fact_id (the checks' _bf_shared_facts) are revisions numbered in
+    # belief time order; otherwise a fact has one revision (two when retracted later).
+    shared = has_fact_id and con.sql("SELECT count(*) > 0 FROM _bf_shared_facts").fetchall()[0][0]
     nulls = [name for name in absent if name not in _RECOMPUTED]
     con.execute(_SQL["absent"], {"absent": nulls})
     con.execute(KEY_RANGE_MACRO)
-    for part in ("common", _IDS[has_fact_id], *_FACTS[facts]):
+    for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
         con.execute(_SQL[part])
     written = 0
     changes = ValueChanges()
