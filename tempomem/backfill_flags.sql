@@ -63,6 +63,12 @@ SELECT unnest([
 ], recursive := true)
 FROM _bf_counts;
 
+-- @part written_i
+-- The number `i` the overlap test names a written revision by: its place `pos` in its file
+-- and which file (`file`, of `files`): a busy key's matches are many, and deduplicating them by
+-- one integer costs a fraction of five columns of text.
+CREATE OR REPLACE TEMP MACRO tm__bf_written_i(pos, file, files) AS CAST(pos AS BIGINT) * files + file;
+
 -- @part candidates
 -- The revisions the load wrote ($files, the Parquet files of the write, each sorted by key)
 -- that are believed (not retracted) and belong to the candidate keys: the single-valued keys
@@ -70,11 +76,9 @@ FROM _bf_counts;
 -- (`_bf_written_keys`, registered by the caller, each with its number `k`: the test compares
 -- keys by it). Each is read as written, its belief end being the `folded_until` the write
 -- derived (revisions.sql's tm__believed_until), so the test repeats neither that derivation nor
--- its sort. `i`, the revision's place in its file and which file, names it in the test's
--- result: a busy key's matches are many, and deduplicating them by one integer costs a fraction
--- of five columns of text.
+-- its sort.
 CREATE OR REPLACE TEMP TABLE _ov_candidates AS
-SELECT CAST(w.file_row_number AS BIGINT) * len($files) + list_position($files, w.filename) - 1 AS i,
+SELECT tm__bf_written_i(w.file_row_number, list_position($files, w.filename) - 1, len($files)) AS i,
        k.k, w.fact_id, w.object, w.valid_from, w.valid_to, w.recorded_at, w.folded_until AS believed_until
 FROM read_parquet($files, file_row_number = true, filename = true) AS w
 JOIN _bf_written_keys AS k ON k.scope = w.scope AND k.subject = w.subject AND k.predicate = w.predicate
@@ -82,12 +86,9 @@ WHERE w.retracted_at IS NULL AND NOT list_contains($multi, w.predicate);
 
 -- @part overlap_rows
 -- The flag's count and example: a believed revision is the recorded part of exactly one input
--- row (a retraction is never believed), the row with its key, recorded_at and fact id (the
--- given one, or the one tm__fact_id made: the write's ids). Only the flagged keys' rows make ids.
-SELECT count(*) AS n, min(r.__row) AS example
-FROM (SELECT c.*, k.scope, k.subject, k.predicate
-      FROM _ov_candidates AS c SEMI JOIN _ov_found AS v ON v.i = c.i JOIN _bf_written_keys AS k ON k.k = c.k) AS o
-JOIN (SELECT __row, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, fact_id AS given, nonce
-      FROM _bf_rows) AS r
-  ON r.scope = o.scope AND r.subject = o.subject AND r.predicate = o.predicate AND r.recorded_at = o.recorded_at
- AND tm__fact_id(r.given, r.recorded_at, r.__row, r.nonce) = o.fact_id;
+-- row (a retraction is never believed), which the write noted (`_bf_written_rows`: each written
+-- revision's file, place in it and input row, registered by the caller). Finding the row
+-- again by key, recorded_at and fact id cost more than the rest of the flag.
+SELECT count(*) AS n, min(w.row) AS example
+FROM _bf_written_rows AS w
+SEMI JOIN _ov_found AS v ON v.i = tm__bf_written_i(w.pos, w.file, $files);

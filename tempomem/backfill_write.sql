@@ -138,7 +138,8 @@ FROM s;
 
 -- @part revisions
 -- The stored rows of one key range ($from_scope, $from_subject, $to_scope, $to_subject), in
--- EVENT_SCHEMA's order then `_id_us` and `_id_serial` (what ids_generated's text is made of).
+-- EVENT_SCHEMA's order then `_id_us` and `_id_serial` (what ids_generated's text is made of)
+-- and `_row`, the input row (what the overlap flag names).
 WITH ranged AS (
     SELECT * FROM tm__bf_ranged($from_scope, $from_subject, $to_scope, $to_subject, $absent)
 ),
@@ -158,5 +159,5 @@ SELECT fact_id, scope, subject, predicate, object,
        CAST(revision AS INTEGER) AS revision, prev_object, prev_valid_from, prev_valid_to, prev_recorded_at,
        prev_retracted_at, prev_superseded_at, prev_superseded_by, prev_status,
        first_recorded_at, true AS folded, folded_until,
-       tm__id_us(first_recorded_at_) AS _id_us, nonce + __row AS _id_serial
+       tm__id_us(first_recorded_at_) AS _id_us, nonce + __row AS _id_serial, __row AS _row
 FROM numbered;

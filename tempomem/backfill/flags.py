@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -15,6 +14,7 @@ from .report import FLAGS_SCHEMA, REJECTED_SCHEMA
 
 if TYPE_CHECKING:
     from .checks import Loader
+    from .write import Written
 
 #: A share of the loaded rows (and a minimum count) above which one instant shared by many
 #: rows looks like an export that stamped its own run time (SPEC §9).
@@ -44,23 +44,26 @@ def report_parts(loader: Loader, settings: dict[str, Any], *, extra_flags: pl.Da
 
 
 def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings: dict[str, Any],
-                  written: list[Path], written_keys: pa.Table) -> pl.DataFrame:
-    """``flags`` plus overlapping_values when raised, testing the revisions of the Parquet files
-    ``written`` (the load's, as the write made them) of the single-valued keys in
-    ``written_keys``: those whose value changes between adjacent written rows (see
-    :class:`~tempomem.backfill.write.ValueChanges`)."""
-    if written_keys.num_rows == 0:
+                  written: Written) -> pl.DataFrame:
+    """``flags`` plus overlapping_values when raised, testing the revisions the load wrote
+    (``written``, as the write made them) of the single-valued keys whose value changes between
+    adjacent written rows (see :class:`~tempomem.backfill.write.ValueChanges`)."""
+    if written.changed_keys.num_rows == 0:
         return flags  # no key changes value: nothing can overlap
-    numbered = written_keys.append_column("k", pa.array(range(written_keys.num_rows), pa.int64()))
+    keys = written.changed_keys
+    numbered = keys.append_column("k", pa.array(range(keys.num_rows), pa.int64()))
     con.register("_bf_written_keys", numbered)  # the test compares keys by their number (overlaps.sql)
+    con.register("_bf_written_rows", written.input_rows)
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]
     try:
-        con.execute(_SQL["candidates"], {"files": [str(f) for f in written], "multi": multi})
+        con.execute(_SQL["written_i"])
+        con.execute(_SQL["candidates"], {"files": [str(f) for f in written.files], "multi": multi})
         overlaps.find(con)
-        n, example = con.sql(_SQL["overlap_rows"]).fetchall()[0]
+        n, example = con.sql(_SQL["overlap_rows"], params={"files": len(written.files)}).fetchall()[0]
     finally:
         overlaps.drop(con)
         con.unregister("_bf_written_keys")
+        con.unregister("_bf_written_rows")
     if not n:
         return flags
     found = pl.DataFrame({"flag": ["overlapping_values"], "count": [n], "example_row": [example]},

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import pyarrow as pa
 
 from ..connection import bind_files, new_connection, without_checkpoints, without_progress_bar
 from ..errors import BackfillError, TempomemError
@@ -20,7 +19,7 @@ from .checks import Loader
 from .report import REJECTED_SCHEMA, BackfillReport, Progress
 from .resolve import replay
 from .source import FILE_FORMATS, bind_input, rename
-from .write import write_as_given, write_revisions
+from .write import Written, write_as_given, write_revisions
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -90,8 +89,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                     # Nothing is committed, but the report flags what the load would have
                     # written: the revisions go to a scratch file, tested as a load's are.
                     scratch = (Path(spill) / "strict-ended.parquet", Path(spill) / "strict.parquet")
-                    _, changes, files = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, files, changes)
+                    written = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, written)
                     report = BackfillReport(**report_parts, origin=origin)
                 raise BackfillError(
                     f"backfill: {report.rejected.height} of {report.rows_read} rows rejected and strict=True; "
@@ -104,8 +103,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 if plan.files:
                     engine.add_files(plan.files, engine.last_api_us())
             else:
-                def flag_overlaps(files: list[Path], changes: pa.Table) -> None:
-                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, files, changes)
+                def flag_overlaps(written: Written) -> None:
+                    report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, written)
 
                 revisions = write_as_given(engine, con, **written_as, notify=notify, finish=flag_overlaps)
             return BackfillReport(**{**report_parts, "revisions": revisions}, origin=origin, written=revisions > 0)

@@ -9,9 +9,10 @@ import itertools
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -83,34 +84,32 @@ def key_ranges(bounds: Iterable[tuple[str, str]]) -> list[dict[str, str | None]]
 
 def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
                     absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
-                    finish: Callable[[list[Path], pa.Table], None]) -> int:
+                    finish: Callable[[Written], None]) -> int:
     """Write the revision rows (:func:`write_revisions`) into files of the table folder and
     commit them as one Delta transaction; keep the store clock where it was. Once the files are
-    written and before they are committed, ``finish`` gets them and the keys whose value changes
-    between adjacent rows: the report's overlap test."""
+    written and before they are committed, ``finish`` gets what was written (:class:`Written`):
+    the report's overlap test."""
     if loaded == 0:
         return 0
     last_api_us = engine.last_api_us()
     targets = (engine.storage.new_file_path(), engine.storage.new_file_path())
     try:
-        written, changes, files = write_revisions(con, targets, loaded=loaded, has_fact_id=has_fact_id,
-                                                  absent=absent, origin=origin, ingested_at=ingested_at,
-                                                  notify=notify)
-        finish(files, changes)
+        written = write_revisions(con, targets, loaded=loaded, has_fact_id=has_fact_id, absent=absent,
+                                  origin=origin, ingested_at=ingested_at, notify=notify)
+        finish(written)
     except BaseException:
         for target in targets:
             target.unlink(missing_ok=True)
         raise
-    engine.add_files(files, last_api_us)
-    return written
+    engine.add_files(written.files, last_api_us)
+    return written.revisions
 
 
 def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], *, loaded: int,
                     has_fact_id: bool, absent: dict[str, str], origin: str, ingested_at: datetime,
-                    notify: Progress) -> tuple[int, pa.Table, list[Path]]:
+                    notify: Progress) -> Written:
     """Write the load's revision rows into the Parquet files ``targets`` (the ended revisions,
-    the others: :class:`~tempomem.storage.writer.FoldParts`); return how many, the keys whose
-    value changes between adjacent rows (:class:`ValueChanges`), and the files that hold rows.
+    the others: :class:`~tempomem.storage.writer.FoldParts`); return what it wrote (:class:`Written`).
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
     keys, in order); they stream out as Arrow batches, each part in row groups of the store's
@@ -135,13 +134,35 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
             for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
                 ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
                                                                          batch.column("_id_serial"))
+                input_rows = batch.column("_row")
                 batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
                                                    names=EVENT_SCHEMA.names)
-                out.write(batch)
+                out.write(batch, tags=input_rows)
                 changes.see(batch)
                 written += batch.num_rows
             notify("write", written)
-    return written, changes.keys(), out.files
+    return Written(written, out.files, changes.keys(), _input_rows(out.tags()))
+
+
+class Written(NamedTuple):
+    """What :func:`write_revisions` wrote: how many revisions, the files that hold them, the keys
+    whose value changes between adjacent rows (:class:`ValueChanges`), and each written
+    revision's input row (``file``: its file's place in ``files``; ``pos``: its place in the
+    file; ``row``: ``__row``)."""
+
+    revisions: int
+    files: list[Path]
+    changed_keys: pa.Table
+    input_rows: pa.Table
+
+
+def _input_rows(tags: list[pa.ChunkedArray]) -> pa.Table:
+    """The table :attr:`Written.input_rows` from each file's rows' ``__row`` in file order."""
+    return pa.concat_tables(
+        [pa.table({"file": pa.array(np.full(len(rows), n, np.int64)), "pos": pa.array(np.arange(len(rows))),
+                   "row": rows.cast(pa.int64())}) for n, rows in enumerate(tags)]
+        or [pa.table({"file": pa.array([], pa.int64()), "pos": pa.array([], pa.int64()),
+                      "row": pa.array([], pa.int64())})])
 
 
 class ValueChanges:

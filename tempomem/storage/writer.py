@@ -115,22 +115,30 @@ class FoldParts:
         self._paths = (ended, rest)
         self._rows = [0, 0]
         self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
+        self._tags: tuple[list[pa.Array], list[pa.Array]] = ([], [])
         self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
 
-    def write(self, rows: pa.RecordBatch) -> None:
-        """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part."""
+    def write(self, rows: pa.RecordBatch, tags: pa.Array | None = None) -> None:
+        """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part; ``tags``, one value per row
+        (what the caller needs to know of each row written), go where their rows go (:meth:`tags`)."""
         table = pa.Table.from_batches([rows]).cast(EVENT_SCHEMA)
         # as the fold orders them (folder.py): a fresh row's belief end is never stored
         ended = pc.is_valid(table["folded_until"])
         count = pc.sum(ended).as_py() or 0
-        if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
-            parts = (table, table.slice(0, 0)) if count else (table.slice(0, 0), table)
-        else:
-            parts = (table.filter(ended), table.filter(pc.invert(ended)))
+
+        def split(values: pa.Table | pa.Array) -> tuple[pa.Table | pa.Array, pa.Table | pa.Array]:
+            if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
+                return (values, values.slice(0, 0)) if count else (values.slice(0, 0), values)
+            return values.filter(ended), values.filter(pc.invert(ended))
+
+        parts = split(table)
+        tagged = None if tags is None else split(tags)
         for n, part in enumerate(parts):
             if part.num_rows:
                 self._held[n].append(part)
                 self._rows[n] += part.num_rows
+                if tagged is not None:
+                    self._tags[n].append(tagged[n])
                 self._flush(n, whole_groups=True)
 
     def _flush(self, n: int, *, whole_groups: bool) -> None:
@@ -145,6 +153,10 @@ class FoldParts:
     @property
     def files(self) -> list[Path]:
         return [path for path, rows in zip(self._paths, self._rows, strict=True) if rows]
+
+    def tags(self) -> list[pa.ChunkedArray]:
+        """For each of :attr:`files`, the tags of its rows in the order it holds them."""
+        return [pa.chunked_array(tags) for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
 
     def __enter__(self) -> FoldParts:
         return self
