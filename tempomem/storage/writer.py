@@ -115,7 +115,7 @@ class FoldParts:
         self._paths = (ended, rest)
         self._rows = [0, 0]
         self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
-        self._tags: tuple[list[pa.Array], list[pa.Array]] = ([], [])
+        self._tags: tuple[list[pa.Table], list[pa.Table]] = ([], [])
         self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
 
     def write(self, rows: pa.RecordBatch, tags: pa.Array | None = None) -> None:
@@ -132,7 +132,7 @@ class FoldParts:
             return values.filter(ended), values.filter(pc.invert(ended))
 
         parts = split(table)
-        tagged = None if tags is None else split(tags)
+        tagged = None if tags is None else split(pa.table({"tag": tags}))
         for n, part in enumerate(parts):
             if part.num_rows:
                 self._held[n].append(part)
@@ -156,7 +156,7 @@ class FoldParts:
 
     def tags(self) -> list[pa.ChunkedArray]:
         """For each of :attr:`files`, the tags of its rows in the order it holds them."""
-        return [pa.chunked_array(tags) for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
+        return [pa.concat_tables(tags)["tag"] for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
 
     def __enter__(self) -> FoldParts:
         return self
