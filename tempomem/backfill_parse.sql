@@ -42,11 +42,12 @@ CREATE OR REPLACE TEMP MACRO tm__bf_attributes_text(v) AS
     CASE WHEN v IS NULL OR trim(v) = '' THEN NULL WHEN json_valid(v) THEN v ELSE CAST(to_json(v) AS VARCHAR) END;
 CREATE OR REPLACE TEMP MACRO tm__bf_attributes(v) AS CAST(to_json(v) AS VARCHAR);
 
--- The input's other columns, as one JSON object over the given attributes: `members` are the
--- object's members as text (NULL for a row's null fields, left out), what json_object then
--- json_merge_patch onto {} make, without parsing every object again.
-CREATE OR REPLACE TEMP MACRO tm__bf_extra(members) AS
-    '{' || nullif(array_to_string(list_filter(members, lambda m: m IS NOT NULL), ','), '') || '}';
+-- The input's other columns, as one JSON object over the given attributes: `members` is the
+-- object's members as text joined by commas (concat_ws, which leaves out a row's null fields),
+-- what json_object then json_merge_patch onto {} make, without parsing every object again (a
+-- list of the members filtered took half as long again: 0.31 against 0.20 s for 1.8M rows of
+-- three members).
+CREATE OR REPLACE TEMP MACRO tm__bf_extra(members) AS '{' || nullif(members, '') || '}';
 CREATE OR REPLACE TEMP MACRO tm__bf_member(name, v) AS to_json(name) || ':' || to_json(v);
 CREATE OR REPLACE TEMP MACRO tm__bf_merged(given, extra) AS
     CASE WHEN extra IS NULL THEN given WHEN given IS NULL THEN extra

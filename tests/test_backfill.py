@@ -235,11 +235,12 @@ def test_exact_duplicates_load_once_with_artifacts_merged(mem: tm.Memory) -> Non
 
 
 def test_other_columns_are_kept_as_json_attributes(mem: tm.Memory) -> None:
-    mem.backfill(pl.DataFrame({"subject": ["a", "b"], "predicate": ["p", "p"], "object": ["x", "y"],
-                               "recorded_at": ["2025-01-01", "2025-01-02"], "ticket": ["INC-7", None],
-                               "attempts": [3, 4]}))
+    # a row whose other columns are all null has no attributes (not "{}")
+    mem.backfill(pl.DataFrame({"subject": ["a", "b", "c"], "predicate": ["p", "p", "p"], "object": ["x", "y", "z"],
+                               "recorded_at": ["2025-01-01", "2025-01-02", "2025-01-03"],
+                               "ticket": ["INC-7", None, None], "attempts": [3, 4, None]}))
     got = dict(revs(mem).select("subject", "attributes").iter_rows())
-    assert got == {"a": '{"ticket":"INC-7","attempts":3}', "b": '{"attempts":4}'}
+    assert got == {"a": '{"ticket":"INC-7","attempts":3}', "b": '{"attempts":4}', "c": None}
 
 
 def test_shared_instants_need_twenty_percent_and_a_hundred_rows(mem: tm.Memory) -> None:

@@ -104,7 +104,7 @@ class Loader:
         for i, name in enumerate(extra):
             params[f"attr{i}"] = name
             members.append(f"tm__bf_member($attr{i}, {quote(name)})")
-        extra_json = f"tm__bf_extra([{', '.join(members)}])" if members else None
+        extra_json = f"tm__bf_extra(concat_ws(',', {', '.join(members)}))" if members else None
         given = self._read("attributes", "attributes") if "attributes" in self.columns else None
         if given and extra_json:
             return f"tm__bf_merged({given}, {extra_json})"
