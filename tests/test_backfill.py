@@ -343,6 +343,50 @@ def test_a_load_sorted_in_key_ranges_writes_the_same_sorted_file(tmp_path: Path,
         revs(whole).filter(given).select("fact_id", *same).sort("fact_id", "revision"))
 
 
+def test_facts_of_many_rows_are_numbered_in_belief_order_over_many_vectors(tmp_path: Path, monkeypatch) -> None:
+    # 30,000 rows of 8,000 facts of one to six rows each, given shuffled, a fact's last row
+    # retracted later now and then: each revision is numbered against its neighbours in the
+    # sorted stream (rows_share_facts), which DuckDB computes in the stream's order over many
+    # vectors and threads. Expected values come from the input, by Polars: a fact's rows by
+    # recorded_at are revisions 1..m, then its retraction; each carries the fact's first
+    # recorded_at, and its belief end is the next revision's recorded_at.
+    facts, n = 8_000, 30_000
+    order = [(i * 7919) % n for i in range(n)]  # a permutation: the rows come shuffled
+    fact = [i % facts for i in order]
+    nth = [i // facts for i in order]  # the row's place in its fact, by recorded_at
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    last = {f: max(k for k in range(6) if f + k * facts < n) for f in range(facts)}
+    frame = pl.DataFrame({
+        "fact_id": [f"f{f:05d}" for f in fact],
+        "subject": [f"s{f % 997}" for f in fact],
+        "predicate": ["p"] * n,
+        "object": [f"o{i}" for i in order],
+        "recorded_at": [start + timedelta(days=k, seconds=f) for f, k in zip(fact, nth, strict=True)],
+        "retracted_at": [start + timedelta(days=30) if k == last[f] and f % 5 == 0 else None
+                         for f, k in zip(fact, nth, strict=True)],
+    })
+    expected = (frame.select("fact_id", "recorded_at", status=pl.lit("live"))
+                .vstack(frame.filter(pl.col("retracted_at").is_not_null())
+                        .select("fact_id", recorded_at="retracted_at", status=pl.lit("retracted")))
+                .sort("fact_id", "recorded_at")
+                .with_columns(revision=pl.int_range(1, pl.len() + 1).over("fact_id").cast(pl.Int32),
+                              first_recorded_at=pl.col("recorded_at").min().over("fact_id"),
+                              folded_until=pl.col("recorded_at").shift(-1).over("fact_id")))
+    stored = {}
+    for name, sort_rows in (("whole", None), ("split", 5_000)):
+        if sort_rows:
+            monkeypatch.setattr(backfill_write, "_SORT_ROWS", sort_rows)
+        store = tm.open(tmp_path / name, create=True)
+        report = store.backfill(frame)
+        assert (report.loaded, report.rejected.height, report.revisions) == (n, 0, expected.height)
+        keys = ["scope", "subject", "predicate", "fact_id", "revision"]
+        for part in stored_parts(store):
+            assert part.select(keys).rows() == part.select(keys).sort(keys).rows()
+        stored[name] = pl.concat(stored_parts(store)).select(expected.columns).sort("fact_id", "revision")
+        assert_previous_columns(store)
+    assert stored["whole"].equals(expected) and stored["split"].equals(expected)
+
+
 def test_rows_of_one_fact_each_are_sorted_before_they_become_revisions(tmp_path: Path, monkeypatch) -> None:
     # 30,000 rows without fact ids, so every fact is one row: the input rows are sorted, then
     # each becomes its revisions. Over many vectors on every DuckDB thread and six key ranges,
