@@ -82,6 +82,27 @@ def key_ranges(bounds: Iterable[tuple[str, str]]) -> list[dict[str, str | None]]
             for lo, hi in itertools.pairwise(edges)]
 
 
+class Written(NamedTuple):
+    """What :func:`write_revisions` wrote: how many revisions, the files that hold them, the keys
+    whose value changes between adjacent rows (:class:`ValueChanges`), and each written
+    revision's input row (``file``: its file's place in ``files``; ``pos``: its place in the
+    file; ``row``: ``__row``)."""
+
+    revisions: int
+    files: list[Path]
+    changed_keys: pa.Table
+    input_rows: pa.Table
+
+
+def _input_rows(tags: list[pa.ChunkedArray]) -> pa.Table:
+    """The table :attr:`Written.input_rows` from each file's rows' ``__row`` in file order."""
+    return pa.concat_tables(
+        [pa.table({"file": pa.array(np.full(len(rows), n, np.int64)), "pos": pa.array(np.arange(len(rows))),
+                   "row": rows.cast(pa.int64())}) for n, rows in enumerate(tags)]
+        or [pa.table({"file": pa.array([], pa.int64()), "pos": pa.array([], pa.int64()),
+                      "row": pa.array([], pa.int64())})])
+
+
 def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,
                     absent: dict[str, str], origin: str, ingested_at: datetime, notify: Progress,
                     finish: Callable[[Written], None]) -> int:
@@ -142,27 +163,6 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
                 written += batch.num_rows
             notify("write", written)
     return Written(written, out.files, changes.keys(), _input_rows(out.tags()))
-
-
-class Written(NamedTuple):
-    """What :func:`write_revisions` wrote: how many revisions, the files that hold them, the keys
-    whose value changes between adjacent rows (:class:`ValueChanges`), and each written
-    revision's input row (``file``: its file's place in ``files``; ``pos``: its place in the
-    file; ``row``: ``__row``)."""
-
-    revisions: int
-    files: list[Path]
-    changed_keys: pa.Table
-    input_rows: pa.Table
-
-
-def _input_rows(tags: list[pa.ChunkedArray]) -> pa.Table:
-    """The table :attr:`Written.input_rows` from each file's rows' ``__row`` in file order."""
-    return pa.concat_tables(
-        [pa.table({"file": pa.array(np.full(len(rows), n, np.int64)), "pos": pa.array(np.arange(len(rows))),
-                   "row": rows.cast(pa.int64())}) for n, rows in enumerate(tags)]
-        or [pa.table({"file": pa.array([], pa.int64()), "pos": pa.array([], pa.int64()),
-                      "row": pa.array([], pa.int64())})])
 
 
 class ValueChanges:
