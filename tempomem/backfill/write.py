@@ -155,7 +155,8 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
             for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
                 ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
                                                                          batch.column("_id_serial"))
-                input_rows = batch.column("_row")
+                # a copy: a column of DuckDB's batch holds the whole batch's memory until released
+                input_rows = pa.array(batch.column("_row").to_numpy(zero_copy_only=False).copy())
                 batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
                                                    names=EVENT_SCHEMA.names)
                 out.write(batch, tags=input_rows)
