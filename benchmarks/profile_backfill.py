@@ -5,13 +5,17 @@
     python benchmarks/profile_backfill.py --rows 1000000 --resolve # a replay of bench_writes' log
     python benchmarks/profile_backfill.py --rows 1000000 --format mem0     # bench_writes' mem0 import
     python benchmarks/profile_backfill.py --rows 1000000 --format graphiti # and its Graphiti import
+    python benchmarks/profile_backfill.py --format graphiti --expired 0.1  # a tenth of the edges expired
+    python benchmarks/profile_backfill.py --format mem0 --source history.db # a file of your own
 
 Generates the same input as ``bench_backfill.py`` (with ``--resolve``, ``bench_writes.py``'s replay
 log, 10 rows a key, replayed with ``resolve=True``), then runs one backfill in this process with
 its DuckDB connection wrapped so that each statement's wall time and process CPU time (user +
-system, all threads) are printed, slowest first. CPU seconds are the steadier figure on a shared
-machine. ``--explain`` also prints DuckDB's per-operator profile (the ``EXPLAIN ANALYZE`` tree) of
-every statement taking more than a tenth of the total CPU.
+system, all threads) are printed, slowest first; a statement run more than once (a replay's, in
+each pass) is one line, its runs counted and their times summed. CPU seconds are the steadier
+figure on a shared machine. ``--source`` profiles a file of your own in place of a generated one.
+``--explain`` also prints DuckDB's per-operator profile (the ``EXPLAIN ANALYZE`` tree) of every
+statement taking more than a tenth of the total CPU.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ def main() -> None:
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--resolve", action="store_true")
     parser.add_argument("--format", choices=("mem0", "graphiti"))
+    parser.add_argument("--expired", type=float, default=0.0,
+                        help="with --format graphiti: the share of edges expired (bench_writes' --expired)")
+    parser.add_argument("--source", help="a file to load (with its --format) in place of a generated one")
     args = parser.parse_args()
 
     import tempomem as tm
@@ -85,9 +92,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="tm-profile-") as tmp:
         source = str(Path(tmp) / "input.parquet")
-        if args.format:
-            source = str(Path(tmp) / ("history.db" if args.format == "mem0" else "edges.json"))
-            (_mem0_file if args.format == "mem0" else _graphiti_file)(Path(source), int(args.rows))
+        if args.source:
+            source = args.source
+        elif args.format == "mem0":
+            source = str(Path(tmp) / "history.db")
+            _mem0_file(Path(source), int(args.rows))
+        elif args.format == "graphiti":
+            source = str(Path(tmp) / "edges.json")
+            _graphiti_file(Path(source), int(args.rows), expired=args.expired)
         elif args.resolve:
             generate_log(Path(source), max(args.rows // 10, 1), 10)
         else:
@@ -102,13 +114,17 @@ def main() -> None:
         report = mem.backfill(source, format=args.format, resolve=args.resolve)
         total, total_cpu = time.perf_counter() - start, _cpu() - cpu
         pipeline.new_connection = connect
-        print(f"{args.rows:,} rows: {total:.2f}s wall, {total_cpu:.2f}s cpu, loaded {report.loaded:,}; "
+        print(f"{report.rows_read:,} rows read: {total:.2f}s wall, {total_cpu:.2f}s cpu, loaded {report.loaded:,}; "
               f"load average {os.getloadavg()[0]:.1f}")
         rest_wall, rest_cpu = total - sum(r[1] for r in log), total_cpu - sum(r[2] for r in log)
         print(f"{rest_wall:7.2f}s {rest_cpu:7.2f}cpu  (not a statement: the Arrow stream and Parquet encoding of "
               f"the write, the Delta commit)")
-        for label, wall, spent, _ in sorted(log, key=lambda r: -r[2])[:15]:
-            print(f"{wall:7.2f}s {spent:7.2f}cpu  {' '.join(label.split())[:150]}")
+        runs: dict[str, list[float]] = {}  # statement: [runs, wall, cpu]
+        for label, wall, spent, _ in log:
+            summed = runs.setdefault(" ".join(label.split())[:150], [0, 0.0, 0.0])
+            summed[0], summed[1], summed[2] = summed[0] + 1, summed[1] + wall, summed[2] + spent
+        for label, (n, wall, spent) in sorted(runs.items(), key=lambda r: -r[1][2])[:20]:
+            print(f"{wall:7.2f}s {spent:7.2f}cpu {int(n):3d}x  {label}")
         for label, _, spent, profile in log:
             if profile and spent > total_cpu / 10 and os.path.exists(profile):
                 print(f"\n=== {spent:.2f}cpu {' '.join(label.split())[:100]}")
