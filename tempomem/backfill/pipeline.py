@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ..connection import bind_files, new_connection, without_checkpoints, without_progress_bar
+from ..connection import bind_events, new_connection, without_checkpoints, without_progress_bar
 from ..errors import BackfillError, TempomemError
 from ..forks import check_polars
 from ..sources import FORMATS
@@ -53,7 +53,7 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
     storage = engine.storage
     with engine.exclusive(), tempfile.TemporaryDirectory(prefix="tempomem-backfill-") as spill:
         con = new_connection()
-        bind_files(con, storage.snapshot().files, first=True)
+        bind_events(con, storage.snapshot().files, first=True)
         # A load of any size fits: past the limit DuckDB spills to a private temp folder.
         con.execute("SET memory_limit = $limit", {"limit": DUCKDB_MEMORY})
         con.execute("SET temp_directory = $dir", {"dir": spill})
