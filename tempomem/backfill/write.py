@@ -94,13 +94,14 @@ class Written(NamedTuple):
     input_rows: pa.Table
 
 
+_INPUT_ROWS = pa.schema([("file", pa.int64()), ("pos", pa.int64()), ("row", pa.int64())])
+
+
 def _input_rows(tags: list[pa.ChunkedArray]) -> pa.Table:
     """The table :attr:`Written.input_rows` from each file's rows' ``__row`` in file order."""
-    return pa.concat_tables(
-        [pa.table({"file": pa.array(np.full(len(rows), n, np.int64)), "pos": pa.array(np.arange(len(rows))),
-                   "row": rows.cast(pa.int64())}) for n, rows in enumerate(tags)]
-        or [pa.table({"file": pa.array([], pa.int64()), "pos": pa.array([], pa.int64()),
-                      "row": pa.array([], pa.int64())})])
+    return pa.concat_tables([pa.table([np.full(len(rows), n, np.int64), np.arange(len(rows), dtype=np.int64),
+                                       rows.cast(pa.int64())], schema=_INPUT_ROWS)
+                             for n, rows in enumerate(tags)]) if tags else _INPUT_ROWS.empty_table()
 
 
 def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: int, has_fact_id: bool,

@@ -100,6 +100,10 @@ class BackgroundWriter:
             raise self._error
 
 
+#: The column a row's tag travels in through :meth:`FoldParts.write`.
+_TAG = "__tag"
+
+
 class FoldParts:
     """A fold's two parts (``folder.py``) written as two Parquet files, each by a
     :class:`BackgroundWriter`: the revisions folded with their belief end, which are no longer
@@ -115,30 +119,29 @@ class FoldParts:
         self._paths = (ended, rest)
         self._rows = [0, 0]
         self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
-        self._tags: tuple[list[pa.Table], list[pa.Table]] = ([], [])
+        self._tags: tuple[list[pa.ChunkedArray], list[pa.ChunkedArray]] = ([], [])
         self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
 
     def write(self, rows: pa.RecordBatch, tags: pa.Array | None = None) -> None:
         """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part; ``tags``, one value per row
         (what the caller needs to know of each row written), go where their rows go (:meth:`tags`)."""
         table = pa.Table.from_batches([rows]).cast(EVENT_SCHEMA)
+        if tags is not None:  # split with the rows, taken off after
+            table = table.append_column(_TAG, tags)
         # as the fold orders them (folder.py): a fresh row's belief end is never stored
         ended = pc.is_valid(table["folded_until"])
         count = pc.sum(ended).as_py() or 0
-
-        def split(values: pa.Table | pa.Array) -> tuple[pa.Table | pa.Array, pa.Table | pa.Array]:
-            if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
-                return (values, values.slice(0, 0)) if count else (values.slice(0, 0), values)
-            return values.filter(ended), values.filter(pc.invert(ended))
-
-        parts = split(table)
-        tagged = None if tags is None else split(pa.table({"tag": tags}))
+        if count in (0, table.num_rows):  # all one part (a load with no ended revision): no filter's copy
+            parts = (table, table.slice(0, 0)) if count else (table.slice(0, 0), table)
+        else:
+            parts = (table.filter(ended), table.filter(pc.invert(ended)))
         for n, part in enumerate(parts):
             if part.num_rows:
+                if tags is not None:
+                    self._tags[n].append(part[_TAG])
+                    part = part.drop_columns([_TAG])
                 self._held[n].append(part)
                 self._rows[n] += part.num_rows
-                if tagged is not None:
-                    self._tags[n].append(tagged[n])
                 self._flush(n, whole_groups=True)
 
     def _flush(self, n: int, *, whole_groups: bool) -> None:
@@ -155,8 +158,10 @@ class FoldParts:
         return [path for path, rows in zip(self._paths, self._rows, strict=True) if rows]
 
     def tags(self) -> list[pa.ChunkedArray]:
-        """For each of :attr:`files`, the tags of its rows in the order it holds them."""
-        return [pa.concat_tables(tags)["tag"] for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
+        """For each of :attr:`files`, the tags of its rows in the order it holds them (when every
+        :meth:`write` gave tags)."""
+        return [pa.chunked_array([chunk for tag in tags for chunk in tag.chunks])
+                for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
 
     def __enter__(self) -> FoldParts:
         return self
