@@ -74,12 +74,12 @@ SELECT fact_id FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HA
 -- row, when most facts are one row, was most of this.
 INSERT INTO _bf_fact_rejects
 WITH given AS (
-    SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at
+    SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at,
+           fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored
     FROM _bf_candidates WHERE fact_id IS NOT NULL
 ),
 tested AS (
-    SELECT r.*, r.fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored,
-           first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
+    SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
            first_value(r.predicate) OVER w AS first_predicate,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
@@ -87,8 +87,7 @@ tested AS (
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
     UNION ALL BY NAME
     -- a fact of one row can only be in the store already
-    SELECT r.*, true AS stored FROM given AS r ANTI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id
-    WHERE r.fact_id IN (SELECT e.fact_id FROM _tm_events e)
+    SELECT r.* FROM given AS r ANTI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id WHERE r.stored
 )
 SELECT __row, 'fact_id', fact_id,
        CASE WHEN stored THEN 'already in the store: backfill adds facts, it never rewrites a stored one'
