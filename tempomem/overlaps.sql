@@ -38,10 +38,12 @@ FROM _ov_candidates AS c WHERE c.k % $parts = $part;
 -- @part overlap
 -- check()'s rule (tm_problems, macros.sql) over the keys of one part that are not busy: the
 -- revisions whose value overlaps another fact's value of the same key in both valid and belief
--- time, added to `_ov_found`.
+-- time, added to `_ov_found`. A semi join: each revision is kept at its first such partner, not
+-- paired with all of them and then made distinct (Graphiti edges of 20 revisions a key, most
+-- overlapping: 9M pairs for 1M revisions, 0.75 -> 0.29 s).
 INSERT INTO _ov_found
-SELECT DISTINCT a.i
-FROM _ov_part AS a JOIN _ov_part AS b
+SELECT a.i
+FROM _ov_part AS a SEMI JOIN _ov_part AS b
   ON a.k = b.k AND a.fact_id <> b.fact_id AND a.object IS DISTINCT FROM b.object
  AND tm_overlaps(a.recorded_at, a.believed_until, b.recorded_at, b.believed_until)
  AND tm_overlaps(a.valid_from, a.valid_to, b.valid_from, b.valid_to)
