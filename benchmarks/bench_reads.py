@@ -11,8 +11,9 @@ Baselines, measured in the same process:
 - point through SQL on a ``connect()``ed connection: DuckDB reading the same Parquet files with
   the key filter and no bitemporal logic (the floor);
 - snapshots (``mem.as_of(t)``, ``mem.as_believed(t, b)``, full frames): the same calls with the
-  views of ``revisions.sql`` (union and anti-join) in place of ``folded.sql``'s, and the floor
-  fetching every column of the rows its plain predicate keeps;
+  views of ``revisions.sql`` (union and anti-join) in place of ``folded.sql``'s, the floor
+  fetching every column of the rows its plain predicate keeps, and the scan floor: DuckDB reading
+  exactly the answer's rows and columns by the equivalent plain predicate, unsorted, as Arrow;
 - a snapshot of two columns (``mem.as_of(t, columns=["subject", "object"])``): the full frame,
   then the two columns selected from it;
 - ``count(*)`` of ``as_of``: DuckDB counting the same files with the equivalent plain predicate
@@ -44,6 +45,14 @@ from tempomem.connection import use_views
 T_VALID = datetime(2026, 3, 17, tzinfo=UTC)   # as compare.py
 T_BELIEF = datetime(2026, 3, 20, tzinfo=UTC)
 _VALID = "(valid_from IS NULL OR valid_from <= $t) AND (valid_to IS NULL OR $t < valid_to)"
+#: In a folded store, the rows of ``as_of``: each fact's latest revision, believed; of
+#: ``as_believed``: the revisions believed at $b (as recorded), neither retracted nor erased.
+_LATEST = "folded_until IS NULL AND status NOT IN ('retracted', 'erased')"
+_BELIEVED = ("recorded_at <= $b AND (folded_until IS NULL OR $b < folded_until) AND retracted_at IS NULL "
+             "AND status <> 'erased'")
+#: Stored columns neither frame has.
+_NOT_ANSWERED = ["prev_object", "prev_valid_from", "prev_valid_to", "prev_recorded_at", "prev_retracted_at",
+                 "prev_superseded_at", "prev_superseded_by", "prev_status", "folded"]
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float, float]:
@@ -138,6 +147,17 @@ def snapshots(mem: tm.Memory, runs: int) -> None:
     base = timed(lambda: floor.sql(f"SELECT * FROM raw WHERE {_VALID} ORDER BY scope, subject, predicate",
                                    params={"t": T_VALID}).to_arrow_table(), runs)
     line("snapshot as_of", ours, base, "floor (every revision valid at t)")
+    # The scan floor of a folded store: DuckDB reading the answer's own rows, their columns, by
+    # the plain predicate, unsorted, as Arrow. What a snapshot adds to it is its order and the frame.
+    for label, form, where, params in (
+            ("snapshot as_of", lambda: mem.as_of(T_VALID), _LATEST, {"t": T_VALID}),
+            ("snapshot as_believed", lambda: mem.as_believed(T_VALID, T_BELIEF), _BELIEVED,
+             {"t": T_VALID, "b": T_BELIEF})):
+        ours = timed(form, runs)
+        base = timed(lambda where=where, params=params: floor.sql(
+            f"SELECT * EXCLUDE ({', '.join(_NOT_ANSWERED)}) FROM raw WHERE {where} AND {_VALID}",
+            params=params).to_arrow_table(), runs)
+        line(label, ours, base, "scan floor (the answer's rows, unsorted Arrow)")
     # the frame an analyst often wants: who holds what, two of the 24 columns
     ours = timed(lambda: mem.as_of(T_VALID, columns=["subject", "object"]), runs)
     base = timed(lambda: mem.as_of(T_VALID).select("subject", "object"), runs)
