@@ -63,10 +63,9 @@ SELECT unnest(edges, recursive := true)
 FROM read_json($path, format = $format, records = 'true', maximum_depth = 3, sample_size = $sample);
 
 -- @part graphiti_times
--- The edges with their times read once, as `edges`: what the mapping and the defaulted flag
--- both read.
-CREATE TEMP TABLE edges AS
-SELECT *, tm__text_time(valid_at) AS valid_t, tm__text_time(invalid_at) AS invalid_t,
+-- Each edge's times read once (by `__row`): what the mapping and the defaulted flag both read,
+-- as `edges`, the edges beside their times (tempomem.sources puts the two side by side).
+SELECT __row, tm__text_time(valid_at) AS valid_t, tm__text_time(invalid_at) AS invalid_t,
        tm__text_time(created_at) AS created_t, tm__text_time(expired_at) AS expired_t,
        tm__text_time(reference_time) AS reference_t
 FROM src;

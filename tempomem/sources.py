@@ -19,6 +19,7 @@ import adbc_driver_sqlite.dbapi as adbc_sqlite
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .connection import new_connection, quote, sql_parts, without_progress_bar
 from .errors import TempomemError
@@ -184,16 +185,30 @@ def _times_read(con: duckdb.DuckDBPyConnection, unreadable: str) -> None:
     con.execute(_SQL["text_times" if con.sql(_SQL[unreadable]).fetchall()[0][0] else "typed_times"])
 
 
-def _graphiti_times(con: duckdb.DuckDBPyConnection) -> None:
-    """The edges with their times read once, and how the mapping gives them (:func:`_times_read`)."""
-    con.execute(_SQL["graphiti_times"])
+def _graphiti_times(con: duckdb.DuckDBPyConnection, source: pa.Table) -> None:
+    """The edges (``source``) with their times read once, as ``edges``, and how the mapping gives
+    them (:func:`_times_read`). The times are put beside the edges in Arrow: copying a million
+    edges into a DuckDB table with them was a fifth of the mapping."""
+    times = _by_row(con.sql(_SQL["graphiti_times"]).to_arrow_table())
+    con.register("edges", pa.Table.from_arrays([*source.columns, *times.columns[1:]],
+                                               names=[*source.column_names, *times.column_names[1:]]))
     _times_read(con, "graphiti_unreadable")
+
+
+def _by_row(table: pa.Table) -> pa.Table:
+    """``table`` in the order of its ``__row`` (0 to n - 1): a query over one scan keeps the
+    scan's order, which is checked here, not assumed."""
+    rows = table["__row"]
+    if rows.equals(pa.chunked_array([pa.array(range(table.num_rows), pa.int64())], pa.int64())):
+        return table
+    return table.take(pc.sort_indices(rows))
 
 
 def _read_graphiti_edges(path: str | os.PathLike[str]) -> Source:
     """Backfill input from a Graphiti edges export."""
     source = _read_graphiti(path)
-    rows, defaulted = _map(source, _SQL["graphiti"], _SQL["graphiti_defaulted"], prepare=_graphiti_times)
+    rows, defaulted = _map(source, _SQL["graphiti"], _SQL["graphiti_defaulted"],
+                           prepare=lambda con: _graphiti_times(con, source))
     flags = pl.from_arrow(defaulted)
     return Source(rows, "import:graphiti", flags)  # type: ignore[arg-type]
 

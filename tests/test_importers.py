@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from conftest import ts
 
@@ -278,6 +279,16 @@ def test_graphiti_episodes_that_are_not_a_list_are_one_artifact_in_either_form(t
         mem = tm.open(tmp_path / shape, create=True)
         assert mem.backfill(path, format="graphiti").loaded == 3
         assert [list(mem.get(f"e{i}").artifacts) for i in (1, 2, 3)] == [["ep-9"], ["7", "ep-8"], ["12"]]
+
+
+def test_times_read_apart_are_put_back_in_the_edges_order() -> None:
+    """The Graphiti mapping reads each edge's times in a query of its own and puts them beside the
+    edges by position: a query's rows that came back in another order are put back by ``__row``
+    (hand-checked: row 2's time is 30), and rows already in order are the table itself."""
+    shuffled = pa.table({"__row": pa.array([2, 0, 3, 1], pa.int64()), "valid_t": [30, 10, 40, 20]})
+    assert sources._by_row(shuffled).to_pydict() == {"__row": [0, 1, 2, 3], "valid_t": [10, 20, 30, 40]}
+    ordered = pa.table({"__row": pa.chunked_array([[0, 1], [2]], pa.int64()), "valid_t": [5, 6, 7]})
+    assert sources._by_row(ordered) is ordered
 
 
 def test_graphiti_an_export_with_a_byte_order_mark_loads(mem: tm.Memory, tmp_path: Path) -> None:
