@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import frames
 from .connection import sql_parts
-from .schema import LINK_TYPES
+from .schema import LINK_TYPES, positions
 from .timegrammar import TEXT_TIME_MACRO
 from .writepath import new_assertion
 
@@ -98,7 +98,7 @@ def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
             columns[f"{name}_text"], columns[f"{name}_time"] = shaped
         else:
             columns[name] = shaped[0]
-    columns["op"] = pa.array(range(table.num_rows), pa.int64())
+    columns["op"] = positions(table.num_rows)
     # a connection of its own: the writer's is the engine's, and this runs before the lock
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

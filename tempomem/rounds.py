@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from .connection import sql_parts
 from .ids import FACT_ID_MACRO
-from .schema import EVENT_SCHEMA, WRITER_COLUMNS
+from .schema import EVENT_SCHEMA, WRITER_COLUMNS, positions
 from .temporal import decisions
 
 #: What ``_tm_ops_in`` gives for each operation (``kind`` is ``assert`` or ``correct``; a
@@ -134,7 +134,7 @@ def apply(con: duckdb.DuckDBPyConnection, rules: dict[str, tuple[str, str | None
         _prepare(con, default_policy, new_nonce() if nonce is None else nonce)
         emitted = _apply_all(con)
         states = pa.concat_tables([t.cast(emitted[0].schema) for t in emitted])
-        con.register("_tm_emitted", states.append_column("i", pa.array(range(states.num_rows), pa.int64())))
+        con.register("_tm_emitted", states.append_column("i", positions(states.num_rows)))
         out = con.sql(_statements()["output"][0], params={"origin": origin, "ingested_at": ingested_at,
                                                           "fold_new": fold_new})
         rows = out.to_arrow_table().cast(EVENT_SCHEMA)

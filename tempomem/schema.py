@@ -166,6 +166,12 @@ def facts_from_table(table: pa.Table) -> list[Fact]:
     return facts
 
 
+def positions(n: int) -> pa.Array:
+    """0 to ``n`` - 1 as int64, the column that numbers a table's rows (``__row``, ``op``, ``i``).
+    Made by NumPy: pyarrow took ~90 ms to read a Python range of a million, NumPy makes it in ~10."""
+    return pa.array(np.arange(n, dtype=np.int64))
+
+
 def column_micros(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A time column as int64 microseconds since the epoch, whatever its unit (NULL stays NULL)."""
     return pc.cast(pc.cast(column, _TS), pa.int64())

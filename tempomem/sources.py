@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from .connection import new_connection, quote, sql_parts, without_progress_bar
 from .errors import TempomemError
+from .schema import positions
 from .timegrammar import TEXT_TIME_MACRO
 
 #: The mappings and the importers' flags (importers.sql), each a whole statement over ``src``.
@@ -46,7 +47,7 @@ def _with_columns(table: pa.Table, names: tuple[str, ...]) -> pa.Table:
     for name in names:
         if name not in table.column_names:
             table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
-    return table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+    return table.append_column("__row", positions(table.num_rows))
 
 
 def _sqlite_table(path: str | os.PathLike[str], table: str) -> pa.Table:
@@ -199,7 +200,7 @@ def _by_row(table: pa.Table) -> pa.Table:
     """``table`` in the order of its ``__row`` (0 to n - 1): a query over one scan keeps the
     scan's order, which is checked here, not assumed."""
     rows = table["__row"]
-    if rows.equals(pa.chunked_array([pa.array(range(table.num_rows), pa.int64())], pa.int64())):
+    if rows.equals(pa.chunked_array([positions(table.num_rows)])):
         return table
     return table.take(pc.sort_indices(rows))
 

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
-import pyarrow as pa
 
 from .. import overlaps, queries
 from ..connection import sql_parts
+from ..schema import positions
 from .report import FLAGS_SCHEMA, REJECTED_SCHEMA
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def with_overlaps(con: duckdb.DuckDBPyConnection, flags: pl.DataFrame, settings:
     if written.changed_keys.num_rows == 0:
         return flags  # no key changes value: nothing can overlap
     keys = written.changed_keys
-    numbered = keys.append_column("k", pa.array(range(keys.num_rows), pa.int64()))
+    numbered = keys.append_column("k", positions(keys.num_rows))
     con.register("_bf_written_keys", numbered)  # the test compares keys by their number (overlaps.sql)
     con.register("_bf_written_rows", written.input_rows)
     multi = [p for p, d in settings["predicates"].items() if d["arity"] == "multi"]

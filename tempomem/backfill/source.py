@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from ..connection import quote, sql_parts
 from ..errors import TempomemError
 from ..frames import as_arrow
+from ..schema import positions
 from .columns import REQUIRED, STORE_MANAGED
 
 FILE_FORMATS = ("parquet", "csv", "jsonl")
@@ -78,7 +78,7 @@ def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) ->
         return
     table = as_arrow(data, paths=True)
     if "__row" not in table.column_names:
-        table = table.append_column("__row", pa.array(range(table.num_rows), pa.int64()))
+        table = table.append_column("__row", positions(table.num_rows))
     con.register("_bf_arrow", table)
     con.execute(_SQL["frame"])
 
