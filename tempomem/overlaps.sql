@@ -30,9 +30,14 @@ SELECT k FROM _ov_candidates GROUP BY k HAVING count(*) > $busy_from;
 -- two revisions of a key that is not busy (overlap), which for a few revisions costs least, and
 -- counts a busy key's overlaps (overlap_open, dominance, overlap_bounded_open), whose pairs grow
 -- with the square of its revisions, pairing only those believed together for a while
--- (overlap_bounded_pairs).
+-- (overlap_bounded_pairs). Both tests read each revision's times as microseconds (`r`, `u`, `lo`,
+-- `hi`; NULL for an open bound) and leave out a revision with an empty valid or belief
+-- interval, which overlaps nothing (`can_overlap` false).
 CREATE OR REPLACE TEMP TABLE _ov_part AS
-SELECT c.*, c.k IN (SELECT b.k FROM _ov_busy_keys AS b) AS busy
+SELECT c.*, c.k IN (SELECT b.k FROM _ov_busy_keys AS b) AS busy,
+       NOT tm_is_empty(c.valid_from, c.valid_to) AND NOT tm_is_empty(c.recorded_at, c.believed_until) AS can_overlap,
+       epoch_us(c.recorded_at) AS r, epoch_us(c.believed_until) AS u, epoch_us(c.valid_from) AS lo,
+       epoch_us(c.valid_to) AS hi
 FROM _ov_candidates AS c WHERE c.k % $parts = $part;
 
 -- @part overlap
@@ -40,18 +45,15 @@ FROM _ov_candidates AS c WHERE c.k % $parts = $part;
 -- revisions whose value overlaps another fact's value of the same key in both valid and belief
 -- time, added to `_ov_found`. A semi join: each revision is kept at its first such partner, not
 -- paired with all of them and then made distinct (Graphiti edges of 20 revisions a key, most
--- overlapping: 9M pairs for 1M revisions, 0.75 -> 0.29 s). A revision with an empty valid or
--- belief interval overlaps nothing and is left out; the others' bounds are microseconds, an
--- open bound the least or greatest BIGINT, so that tm_overlaps is two comparisons a side
--- (mem0's 1.8M revisions, none overlapping, so every pair of a key weighed: 0.59 -> 0.37 s).
+-- overlapping: 9M pairs for 1M revisions, 0.75 -> 0.29 s). An open bound is the least or greatest
+-- BIGINT here, so that tm_overlaps is two comparisons a side (mem0's 1.8M revisions, none
+-- overlapping, so every pair of a key weighed: 0.59 -> 0.37 s).
 INSERT INTO _ov_found
 WITH bounded AS MATERIALIZED (
-    SELECT i, k, fact_id, object,
-           epoch_us(recorded_at) AS r, coalesce(epoch_us(believed_until), 9223372036854775807) AS u,
-           coalesce(epoch_us(valid_from), -9223372036854775808) AS lo,
-           coalesce(epoch_us(valid_to), 9223372036854775807) AS hi
+    SELECT i, k, fact_id, object, r, coalesce(u, 9223372036854775807) AS u,
+           coalesce(lo, -9223372036854775808) AS lo, coalesce(hi, 9223372036854775807) AS hi
     FROM _ov_part
-    WHERE NOT busy AND NOT tm_is_empty(valid_from, valid_to) AND NOT tm_is_empty(recorded_at, believed_until)
+    WHERE NOT busy AND can_overlap
 )
 SELECT a.i
 FROM bounded AS a SEMI JOIN bounded AS b
@@ -70,7 +72,7 @@ FROM bounded AS a SEMI JOIN bounded AS b
 -- pairs of a key of 30k open revisions, every two overlapping, took 12 s (counted: 0.5 s).
 INSERT INTO _ov_found
 WITH open AS MATERIALIZED (
-    SELECT * FROM _ov_part WHERE busy AND believed_until IS NULL AND NOT tm_is_empty(valid_from, valid_to)
+    SELECT * FROM _ov_part WHERE busy AND believed_until IS NULL AND can_overlap
 ),
 per_key AS (
     SELECT k, count(*) AS n, count(valid_from) AS starts
@@ -114,15 +116,13 @@ WHERE pk.n - coalesce(a.key_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE
     > v.n - coalesce(a.value_ended, 0) - CASE WHEN o.valid_to IS NULL THEN 0 ELSE v.starts - a.value_started END;
 
 -- @part busy_revisions
--- The busy keys' revisions of one part with a non-empty valid interval and belief interval
--- (only these can overlap), their times as microseconds, for the tests of the bounded ones: a
+-- The busy keys' revisions of one part that can overlap, for the tests of the bounded ones: a
 -- fact's revision that a later one of it followed (`believed_until` set; a fact's revisions
 -- follow each other in belief time, so two of one fact never overlap).
 CREATE OR REPLACE TEMP TABLE _ov_busy AS
-SELECT i, k, object, fact_id, believed_until IS NULL AS open,
-       epoch_us(recorded_at) AS r, epoch_us(believed_until) AS u, epoch_us(valid_from) AS lo, epoch_us(valid_to) AS hi
+SELECT i, k, object, fact_id, believed_until IS NULL AS open, r, u, lo, hi
 FROM _ov_part
-WHERE busy AND NOT tm_is_empty(valid_from, valid_to) AND NOT tm_is_empty(recorded_at, believed_until);
+WHERE busy AND can_overlap;
 
 -- @part dominance
 -- A bounded revision a, believed over [r_a, u_a), and an open one b, believed from r_b on,
