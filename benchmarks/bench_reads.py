@@ -41,6 +41,7 @@ import workload
 
 import tempomem as tm
 from tempomem.connection import use_views
+from tempomem.schema import PREVIOUS_COLUMNS
 
 T_VALID = datetime(2026, 3, 17, tzinfo=UTC)   # as compare.py
 T_BELIEF = datetime(2026, 3, 20, tzinfo=UTC)
@@ -51,8 +52,7 @@ _LATEST = "folded_until IS NULL AND status NOT IN ('retracted', 'erased')"
 _BELIEVED = ("recorded_at <= $b AND (folded_until IS NULL OR $b < folded_until) AND retracted_at IS NULL "
              "AND status <> 'erased'")
 #: Stored columns neither frame has.
-_NOT_ANSWERED = ["prev_object", "prev_valid_from", "prev_valid_to", "prev_recorded_at", "prev_retracted_at",
-                 "prev_superseded_at", "prev_superseded_by", "prev_status", "folded"]
+_NOT_ANSWERED = [*PREVIOUS_COLUMNS, "folded"]
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float, float]:
