@@ -200,3 +200,43 @@ def test_a_store_written_in_zstd_reads_the_same_and_a_fold_rewrites_it_in_lz4(me
     assert _codecs(old) == {"LZ4_RAW"}
     assert old.sql("SELECT * FROM revisions ORDER BY fact_id, revision").pl().equals(expected)
     assert old.as_of("2025-06", "ada")["object"].to_list() == ["Berlin"]
+
+
+def _excluded(mem: tm.Memory, fact_id: str) -> list[bool]:
+    """For each row group of the store's files, whether its Bloom filter of ``fact_id``
+    excludes the value (a group with no filter never does)."""
+    rows = mem.sql("SELECT bloom_filter_excludes FROM parquet_bloom_probe($files, 'fact_id', $id)",
+                   params={"files": list(mem._storage.snapshot().files), "id": fact_id}).fetchall()
+    return [excludes for (excludes,) in rows]
+
+
+def test_every_writer_leaves_fact_id_bloom_filters_that_skip_the_groups_without_the_fact(mem: tm.Memory, clock,
+                                                                                          tmp_path) -> None:
+    """A lookup by fact id (correct, invalidate, get) can skip a row group by its filter: the
+    files are sorted by key, so the ids' min/max statistics skip nothing."""
+
+    def only_its_group_may_hold(*fact_ids: str) -> None:
+        for fact_id in fact_ids:
+            assert _excluded(mem, fact_id).count(False) == 1
+            assert all(_excluded(mem, fact_id + "x"))
+
+    clock.set("2026-01-01")
+    ada = mem.assert_fact("ada", "city", "Helsinki", valid_from="2020").fact_id  # a commit's append
+    bob = mem.assert_fact("bob", "city", "Oslo", valid_from="2021").fact_id
+    log = tmp_path / "log.csv"
+    log.write_text("subject,predicate,object,valid_from,recorded_at\ncyd,city,Rome,2022-01-01,2025-01-01\n")
+    mem.backfill(str(log))                                                        # a backfill's file
+    cyd = mem.as_of("2025-06", "cyd")["fact_id"][0]
+    assert len(_excluded(mem, cyd)) == 3
+    only_its_group_may_hold(ada, bob, cyd)
+    mem._storage.compact()                                                        # a merge of files
+    assert len(_excluded(mem, cyd)) == 1
+    assert not any(_excluded(mem, ada) + _excluded(mem, bob) + _excluded(mem, cyd))
+    assert all(_excluded(mem, ada + "x"))
+    clock.set("2026-02-01")
+    mem.assert_fact("bob", "city", "Bergen", valid_from="2024")
+    mem._storage.fold()                                                           # a fold
+    assert len(_excluded(mem, bob)) == 1 and not any(_excluded(mem, bob)) and all(_excluded(mem, bob + "x"))
+    mem.forget("ada", reason="asked")                                             # deltalake's rewrite
+    only_its_group_may_hold(cyd)
+    assert mem.get(cyd).object == "Rome" and mem.get(bob).object == "Oslo"

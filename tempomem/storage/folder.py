@@ -9,6 +9,7 @@ Layout of a store folder::
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, SORT_KEYS
 from . import delta, log
 from .delta import Snapshot, parquet_stats, run
-from .writer import COMPRESSION, FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, parquet_writer
+from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, SortedFiles, parquet_writer
 
 _META_DIR = "_tempomem"
 #: Compact once this many files of one size tier have piled up.
@@ -35,6 +36,8 @@ _SMALL_FILES_BEFORE_COMPACTION = 32
 _TIER_BYTES = (1024 * 1024, 16 * 1024 * 1024)
 #: A compaction folds the table once rows written since the last fold are 1/8 of it or more.
 _FOLD_WHEN_FRESH_SHARE = 8
+#: A merge's select list: the stored columns in the schema's order (names, not values).
+_COLUMNS = ", ".join(EVENT_SCHEMA.names)
 
 
 def _tiers(files: tuple[str, ...]) -> list[list[str]]:
@@ -153,7 +156,7 @@ class Storage:
         """
         file = self.new_file_path()
         try:
-            with parquet_writer(file) as writer:
+            with parquet_writer(file, table.num_rows) as writer:
                 writer.write_table(table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA), row_group_size=ROW_GROUP_ROWS)
         except BaseException:
             file.unlink(missing_ok=True)
@@ -168,7 +171,7 @@ class Storage:
 
     def add_files(self, files: list[Path], *, replace_all: bool = False) -> int:
         """Commit Parquet files (``EVENT_SCHEMA`` columns, written in the table folder by someone
-        else, e.g. DuckDB's COPY) as one atomic append; returns the new version.
+        else: a backfill, a fold) as one atomic append; returns the new version.
 
         Their Delta statistics come from the Parquet footers (``STATS_COLUMNS`` only). Until the
         commit the files are invisible to readers; if the commit does not happen they are deleted.
@@ -291,26 +294,32 @@ class Storage:
         """Write ``query``'s rows in ``order`` into new files of the table folder (not committed).
 
         Files of FOLD_ROW_GROUPS_PER_FILE row groups, in that order across files: a point
-        query then reads the footer of the files it skips, not of every row group. ``views``:
-        bind the views to the current version first (a query over ``_tm_folded``).
+        query then reads the footer of the files it skips, not of every row group. DuckDB sorts
+        (spilling past FOLD_MEMORY) and streams the rows out as Arrow; the store's Parquet
+        writer encodes them (:class:`~.writer.SortedFiles`), since DuckDB's COPY writes a
+        Bloom filter only for the columns it gives a dictionary. ``views``: bind the views to
+        the current version first (a query over ``_tm_folded``).
         """
         from ..connection import bind_files, new_connection, without_progress_bar
 
         con = new_connection()
         without_progress_bar(con)
         folder = self.path / f"fold-{uuid.uuid4()}"
+        folder.mkdir()
+        paths = (folder / f"part-{n}.parquet" for n in itertools.count())
         with tempfile.TemporaryDirectory(prefix="tempomem-fold-") as spill:
             con.execute("SET memory_limit = $limit", {"limit": FOLD_MEMORY})
             con.execute("SET temp_directory = $dir", {"dir": spill})
             if views:
                 bind_files(con, self.snapshot().files, first=True, macros=False)
             try:
-                con.execute(f"COPY ({query} ORDER BY {order}) TO $folder "
-                            f"(FORMAT parquet, COMPRESSION {COMPRESSION}, ROW_GROUP_SIZE {ROW_GROUP_ROWS}, "
-                            f"ROW_GROUPS_PER_FILE {FOLD_ROW_GROUPS_PER_FILE}, PRESERVE_ORDER true, "
-                            "FILENAME_PATTERN 'part-{i}')",
-                            {**params, "folder": str(folder)})
-                return sorted(folder.glob("*.parquet"))
+                rows = con.sql(f"SELECT {_COLUMNS} FROM ({query}) ORDER BY {order}", params=params)
+                with SortedFiles(paths, FOLD_ROW_GROUPS_PER_FILE) as out:
+                    for batch in rows.to_arrow_reader(ROW_GROUP_ROWS):
+                        out.write(pa.Table.from_batches([batch]).cast(EVENT_SCHEMA))
+                if not out.files:
+                    folder.rmdir()
+                return out.files
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise

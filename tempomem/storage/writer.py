@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +42,40 @@ DICTIONARY_COLUMNS = ["scope", "predicate", "object", "status", "reason", "sourc
 STATISTICS_COLUMNS = [c for c in EVENT_SCHEMA.names if c not in ("text", "attributes", "artifacts", "embedding")]
 
 
+#: Columns with a Bloom filter in every row group. A commit that changes a fact by id
+#: (``correct``, ``invalidate``) and ``get`` look a fact up by ``fact_id`` alone, and in files
+#: sorted by key its min/max statistics skip nothing: at 10M revisions DuckDB decoded every row
+#: group's ids (~210 ms); with the filters it tests them (~7-9 ms; tests/test_fold.py checks that
+#: every writer writes them). A filter of a 16k-row group is 32 KB, ~3% of a file.
+BLOOM_FILTER_COLUMNS = ("fact_id",)
+#: The false-positive rate the filters are sized for (sizes are powers of two: at 16k rows the
+#: real rate is below it).
+BLOOM_FILTER_FPP = 0.01
+
+
+def _bloom_filters(rows: int) -> dict[str, dict[str, float]]:
+    """pyarrow's Bloom filter options for row groups of at most ``rows`` rows."""
+    ndv = max(1, min(rows, ROW_GROUP_ROWS))
+    return {name: {"ndv": ndv, "fpp": BLOOM_FILTER_FPP} for name in BLOOM_FILTER_COLUMNS}
+
+
 def writer_properties() -> Any:
-    """deltalake's writer settings for its own writes (appends, compaction, erasure, embeddings)."""
-    from deltalake import WriterProperties
+    """deltalake's writer settings for its own writes (erasure, embeddings)."""
+    from deltalake import BloomFilterProperties, ColumnProperties, WriterProperties
 
-    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression=COMPRESSION.upper())
+    bloom = ColumnProperties(bloom_filter_properties=BloomFilterProperties(True, BLOOM_FILTER_FPP, ROW_GROUP_ROWS))
+    return WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression=COMPRESSION.upper(),
+                            column_properties=dict.fromkeys(BLOOM_FILTER_COLUMNS, bloom))
 
 
-def parquet_writer(path: Path | str) -> pq.ParquetWriter:
-    """The Parquet writer of a backfilled file: the store's columns, LZ4, dictionaries and
-    statistics where readers use them (``benchmarks/bench_backfill.py`` times it alone)."""
+def parquet_writer(path: Path | str, rows: int | None = None) -> pq.ParquetWriter:
+    """The Parquet writer of every data file tempomem writes itself: the store's columns, LZ4,
+    dictionaries and statistics where readers use them, Bloom filters on
+    :data:`BLOOM_FILTER_COLUMNS` sized for ``rows`` (a file of fewer rows than a row group) or
+    for whole row groups (``benchmarks/bench_backfill.py`` times it alone)."""
     return pq.ParquetWriter(path, EVENT_SCHEMA, compression=COMPRESSION, use_dictionary=DICTIONARY_COLUMNS,
-                            write_statistics=STATISTICS_COLUMNS)
+                            write_statistics=STATISTICS_COLUMNS,
+                            bloom_filter_options=_bloom_filters(ROW_GROUP_ROWS if rows is None else rows))
 
 
 #: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
@@ -100,27 +123,82 @@ class BackgroundWriter:
             raise self._error
 
 
+class SortedFiles:
+    """Rows given in order, written in that order as Parquet files of whole row groups of
+    :data:`ROW_GROUP_ROWS` (rows are held until they fill one, whatever batches they come in;
+    the last group takes the rest), each file encoded by a :class:`BackgroundWriter`. With
+    ``groups_per_file``, a file takes that many groups and the next of ``paths`` the rest; else
+    the first path takes them all. After the ``with``, :attr:`files` are the paths written, in
+    order: a stream of no row writes none."""
+
+    def __init__(self, paths: Iterator[Path], groups_per_file: int | None = None) -> None:
+        self._paths, self._per_file = paths, groups_per_file
+        self._held: list[pa.Table] = []
+        self._writer: BackgroundWriter | None = None
+        self._in_file = 0  # rows given to the open file
+        #: The files written, in order.
+        self.files: list[Path] = []
+        #: The rows given so far.
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        """Queue ``table`` (``EVENT_SCHEMA`` columns) after the rows given before."""
+        self._held.append(table)
+        self.rows += table.num_rows
+        self._flush(whole_groups=True)
+
+    def _flush(self, *, whole_groups: bool) -> None:
+        if not self._held:
+            return
+        held = pa.concat_tables(self._held)
+        whole = held.num_rows - held.num_rows % ROW_GROUP_ROWS if whole_groups else held.num_rows
+        done = 0
+        while done < whole:
+            if self._writer is None:
+                self.files.append(next(self._paths))
+                self._writer, self._in_file = BackgroundWriter(self.files[-1]), 0
+            room = whole - done
+            if self._per_file is not None:
+                room = min(room, self._per_file * ROW_GROUP_ROWS - self._in_file)
+            # one table of many chunks: the writer cuts it into row groups across them
+            self._writer.write(held.slice(done, room))
+            done, self._in_file = done + room, self._in_file + room
+            if self._per_file is not None and self._in_file == self._per_file * ROW_GROUP_ROWS:
+                self._close(None)
+        self._held[:] = [held.slice(whole)]
+
+    def _close(self, kind: object) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.__exit__(kind, None, None)
+
+    def __enter__(self) -> SortedFiles:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        try:
+            if kind is None:
+                self._flush(whole_groups=False)
+        finally:
+            self._close(kind)
+
+
 #: The column a row's tag travels in through :meth:`FoldParts.write`.
 _TAG = "__tag"
 
 
 class FoldParts:
-    """A fold's two parts (``folder.py``) written as two Parquet files, each by a
-    :class:`BackgroundWriter`: the revisions folded with their belief end, which are no longer
-    any fact's latest, and the others. A reader of the latest revisions (``facts``, a commit's
-    states) then skips the first file by its footer: ``folded_until`` holds no NULL there.
+    """A fold's two parts (``folder.py``) written as two Parquet files, each a
+    :class:`SortedFiles` of one file: the revisions folded with their belief end, which are no
+    longer any fact's latest, and the others. A reader of the latest revisions (``facts``, a
+    commit's states) then skips the first file by its footer: ``folded_until`` holds no NULL there.
 
-    Rows come in the store's sort order, and each file keeps it. Each part is written in whole
-    row groups of :data:`ROW_GROUP_ROWS` (its rows held until it has one), whatever the batches
-    it is given in. After the ``with``, :attr:`files` are those that hold rows; a file left
-    empty is removed."""
+    Rows come in the store's sort order, and each file keeps it, in whole row groups. After the
+    ``with``, :attr:`files` are those that hold rows; a part with no row writes no file."""
 
     def __init__(self, ended: Path, rest: Path) -> None:
-        self._paths = (ended, rest)
-        self._rows = [0, 0]
-        self._held: tuple[list[pa.Table], list[pa.Table]] = ([], [])
+        self._parts = (SortedFiles(iter([ended])), SortedFiles(iter([rest])))
         self._tags: tuple[list[pa.ChunkedArray], list[pa.ChunkedArray]] = ([], [])
-        self._writers = (BackgroundWriter(ended), BackgroundWriter(rest))
 
     def write(self, rows: pa.RecordBatch, tags: pa.Array | None = None) -> None:
         """Queue ``rows`` (``EVENT_SCHEMA`` columns), each to its part; ``tags``, one value per row
@@ -140,42 +218,23 @@ class FoldParts:
                 if tags is not None:
                     self._tags[n].append(part[_TAG])
                     part = part.drop_columns([_TAG])
-                self._held[n].append(part)
-                self._rows[n] += part.num_rows
-                self._flush(n, whole_groups=True)
-
-    def _flush(self, n: int, *, whole_groups: bool) -> None:
-        if not self._held[n]:
-            return
-        held = pa.concat_tables(self._held[n])
-        whole = held.num_rows - held.num_rows % ROW_GROUP_ROWS if whole_groups else held.num_rows
-        if whole:  # one table of many chunks: the writer cuts it into row groups across them
-            self._writers[n].write(held.slice(0, whole))
-        self._held[n][:] = [held.slice(whole)]
+                self._parts[n].write(part)
 
     @property
     def files(self) -> list[Path]:
-        return [path for path, rows in zip(self._paths, self._rows, strict=True) if rows]
+        return [path for part in self._parts for path in part.files]
 
     def tags(self) -> list[pa.ChunkedArray]:
         """For each of :attr:`files`, the tags of its rows in the order it holds them (when every
         :meth:`write` gave tags)."""
         return [pa.chunked_array([chunk for tag in tags for chunk in tag.chunks])
-                for tags, rows in zip(self._tags, self._rows, strict=True) if rows]
+                for tags, part in zip(self._tags, self._parts, strict=True) if part.rows]
 
     def __enter__(self) -> FoldParts:
         return self
 
     def __exit__(self, kind: object, *rest: object) -> None:
         try:
-            if kind is None:
-                for n in (0, 1):
-                    self._flush(n, whole_groups=False)
+            self._parts[0].__exit__(kind, *rest)
         finally:
-            try:
-                self._writers[0].__exit__(kind, *rest)
-            finally:
-                self._writers[1].__exit__(kind, *rest)
-        for path, rows in zip(self._paths, self._rows, strict=True):
-            if not rows:
-                path.unlink(missing_ok=True)
+            self._parts[1].__exit__(kind, *rest)
