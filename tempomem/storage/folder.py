@@ -305,7 +305,6 @@ class Storage:
         con = new_connection()
         without_progress_bar(con)
         folder = self.path / f"fold-{uuid.uuid4()}"
-        folder.mkdir()
         paths = (folder / f"part-{n}.parquet" for n in itertools.count())
         with tempfile.TemporaryDirectory(prefix="tempomem-fold-") as spill:
             con.execute("SET memory_limit = $limit", {"limit": FOLD_MEMORY})
@@ -313,6 +312,7 @@ class Storage:
             if views:
                 bind_files(con, self.snapshot().files, first=True, macros=False)
             try:
+                folder.mkdir()
                 rows = con.sql(f"SELECT {_COLUMNS} FROM ({query}) ORDER BY {order}", params=params)
                 with SortedFiles(paths, FOLD_ROW_GROUPS_PER_FILE) as out:
                     for batch in rows.to_arrow_reader(ROW_GROUP_ROWS):
