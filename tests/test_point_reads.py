@@ -23,7 +23,6 @@ import tempomem as tm
 from tempomem import keyindex
 from tempomem.connection import sql_file, use_views
 from tempomem.errors import TempomemError
-from tempomem.storage import folder
 from tempomem.storage import writer as storage_writer
 
 SUBJECTS = ["ada", "bob", "cy", "é-unicode", "s\x1fx"]
@@ -160,8 +159,7 @@ def _folded_views_answer_as_revisions_sql(mem: tm.Memory, clock, rng: random.Ran
 def test_point_reads_and_folded_views_never_change_an_answer(store_path, clock, monkeypatch, seed, statistics):
     if statistics:  # every file indexed by its footer's statistics, in row groups of a few rows
         monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", 0)
-        monkeypatch.setattr(folder, "ROW_GROUP_ROWS", 3)  # a commit's file
-        monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 3)  # a fold's and a backfill's
+        monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 3)
     rng = random.Random(seed)
     mem = tm.open(store_path, create=True, clock=clock, predicates={"tag": "multi"})
     for step in range(30):
@@ -181,7 +179,6 @@ def test_point_reads_and_folded_views_never_change_an_answer(store_path, clock, 
 
 def test_a_point_read_reads_only_the_row_groups_of_its_subject(store_path, clock, monkeypatch):
     monkeypatch.setattr(keyindex, "_HASHED_FILE_ROWS", 0)
-    monkeypatch.setattr(folder, "ROW_GROUP_ROWS", 2)
     monkeypatch.setattr(storage_writer, "ROW_GROUP_ROWS", 2)
     mem = tm.open(store_path, create=True, clock=clock)
     mem.assert_many([{"subject": f"s{i:02d}", "predicate": "p", "object": str(i)} for i in range(20)])

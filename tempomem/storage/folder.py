@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from ..errors import TempomemError
 from ..schema import EVENT_SCHEMA, SORT_KEYS
-from . import delta, log
+from . import delta, log, writer
 from .delta import Snapshot, parquet_stats, run
-from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, ROW_GROUP_ROWS, SortedFiles, parquet_writer
+from .writer import FOLD_MEMORY, FOLD_ROW_GROUPS_PER_FILE, SortedFiles
 
 _META_DIR = "_tempomem"
 #: Compact once this many files of one size tier have piled up.
@@ -156,8 +156,7 @@ class Storage:
         """
         file = self.new_file_path()
         try:
-            with parquet_writer(file, table.num_rows) as writer:
-                writer.write_table(table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA), row_group_size=ROW_GROUP_ROWS)
+            writer.write_file(file, table)
         except BaseException:
             file.unlink(missing_ok=True)
             raise
@@ -315,7 +314,7 @@ class Storage:
                 folder.mkdir()
                 rows = con.sql(f"SELECT {_COLUMNS} FROM ({query}) ORDER BY {order}", params=params)
                 with SortedFiles(paths, FOLD_ROW_GROUPS_PER_FILE) as out:
-                    for batch in rows.to_arrow_reader(ROW_GROUP_ROWS):
+                    for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
                         out.write(pa.Table.from_batches([batch]).cast(EVENT_SCHEMA))
                 if not out.files:
                     folder.rmdir()

@@ -78,6 +78,13 @@ def parquet_writer(path: Path | str, rows: int | None = None) -> pq.ParquetWrite
                             bloom_filter_options=_bloom_filters(ROW_GROUP_ROWS if rows is None else rows))
 
 
+def write_file(path: Path, table: pa.Table) -> None:
+    """One data file of ``table``'s rows (a commit's, in the store's columns), in row groups of
+    :data:`ROW_GROUP_ROWS`, its Bloom filters sized for its rows."""
+    with parquet_writer(path, table.num_rows) as out:
+        out.write_table(table.select(EVENT_SCHEMA.names).cast(EVENT_SCHEMA), row_group_size=ROW_GROUP_ROWS)
+
+
 #: Batches waiting for the encoder: enough to keep it busy while DuckDB makes the next ones.
 _QUEUED_BATCHES = 8
 
@@ -138,13 +145,10 @@ class SortedFiles:
         self._in_file = 0  # rows given to the open file
         #: The files written, in order.
         self.files: list[Path] = []
-        #: The rows given so far.
-        self.rows = 0
 
     def write(self, table: pa.Table) -> None:
         """Queue ``table`` (``EVENT_SCHEMA`` columns) after the rows given before."""
         self._held.append(table)
-        self.rows += table.num_rows
         self._flush(whole_groups=True)
 
     def _flush(self, *, whole_groups: bool) -> None:
@@ -228,7 +232,7 @@ class FoldParts:
         """For each of :attr:`files`, the tags of its rows in the order it holds them (when every
         :meth:`write` gave tags)."""
         return [pa.chunked_array([chunk for tag in tags for chunk in tag.chunks])
-                for tags, part in zip(self._tags, self._parts, strict=True) if part.rows]
+                for tags, part in zip(self._tags, self._parts, strict=True) if part.files]
 
     def __enter__(self) -> FoldParts:
         return self
