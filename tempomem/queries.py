@@ -111,24 +111,12 @@ def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) ->
                      "ORDER BY recorded_at, fact_id, revision")
 
 
-def latest_states(con: duckdb.DuckDBPyConnection, *, subjects: list[str] | None = None,
-                  predicates: list[str] | None = None, fact_id: str | None = None) -> list[dict[str, Any]]:
-    """Latest revision of each fact of the given subjects and predicates (or of one fact).
-
-    For the write path: each row keeps the latest revision's own ``recorded_at`` and adds
-    ``first_recorded_at``. ``predicates=None`` means all of them. The caller keeps the rows of
-    the keys it asked about.
-    """
-    if fact_id is not None:
-        where, params = "fact_id = $fact_id", {"fact_id": fact_id}
-    elif predicates is None:
-        where, params = "subject IN (SELECT unnest($subjects))", {"subjects": subjects or []}
-    else:
-        where = "subject IN (SELECT unnest($subjects)) AND predicate IN (SELECT unnest($predicates))"
-        params = {"subjects": subjects or [], "predicates": predicates}
+def latest_states(con: duckdb.DuckDBPyConnection, *, fact_id: str) -> list[dict[str, Any]]:
+    """The latest revision of the fact ``fact_id``, whatever its status, as a state: its own
+    ``recorded_at`` and the fact's ``first_recorded_at`` (``get``); none for an unknown id."""
     return from_rows(con.sql(
-        f"SELECT * EXCLUDE (believed_until) FROM _tm_revisions WHERE {where} AND believed_until IS NULL",
-        params=params,
+        "SELECT * EXCLUDE (believed_until) FROM _tm_revisions WHERE fact_id = $fact_id AND believed_until IS NULL",
+        params={"fact_id": fact_id},
     ).to_arrow_table())
 
 
