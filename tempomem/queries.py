@@ -114,10 +114,7 @@ def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) ->
 def latest_states(con: duckdb.DuckDBPyConnection, *, fact_id: str) -> list[dict[str, Any]]:
     """The latest revision of the fact ``fact_id``, whatever its status, as a state: its own
     ``recorded_at`` and the fact's ``first_recorded_at`` (``get``); none for an unknown id."""
-    return from_rows(con.sql(
-        "SELECT * EXCLUDE (believed_until) FROM _tm_revisions WHERE fact_id = $fact_id AND believed_until IS NULL",
-        params={"fact_id": fact_id},
-    ).to_arrow_table())
+    return from_rows(con.sql(QUERIES["latest_revision"], params={"fact_id": fact_id}).to_arrow_table())
 
 
 def last_api_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:

@@ -49,6 +49,34 @@ def test_change_closes_the_old_interval_and_does_not_retract(mem, moved):
     assert old.recorded_at == ts("2019-01-10")  # facts: when first recorded
 
 
+def test_get_is_each_facts_latest_revision_before_and_after_a_fold(mem, moved, clock):
+    """get reads a fact's rows by id alone: its answer is the revision `revisions` leaves
+    believed, whether the fact was revised before the last fold, after it, or not since."""
+    helsinki, berlin = moved
+    clock.set("2026-09-02")
+    wrong = mem.assert_fact("bo", "city", "Oslo", valid_from="2020")
+    mem.correct(wrong.fact_id, reason="typo")
+    clock.set("2026-09-03")
+    gone = mem.assert_fact("cy", "city", "Rome", valid_from="2021")
+    mem._storage.fold()
+    clock.set("2026-09-04")
+    mem.invalidate(berlin.fact_id, at="2026-08", reason="moved on")  # a fresh revision of a folded fact
+    mem.forget("cy", reason="asked to")
+    got = {f.fact_id: f for f in map(mem.get, (helsinki.fact_id, berlin.fact_id, wrong.fact_id, gone.fact_id))}
+    assert [(f.status, f.valid_to, f.recorded_at) for f in got.values()] == [
+        ("superseded", ts("2024-06-01"), ts("2019-01-10")),
+        ("ended", ts("2026-08-01"), ts("2026-09-01")),
+        ("retracted", None, ts("2026-09-02")),
+        ("erased", None, ts("2026-09-03")),
+    ]
+    believed = mem.sql("SELECT fact_id, revision, status, reason FROM revisions WHERE believed_until IS NULL"
+                       ).fetchall()
+    assert sorted((f.fact_id, f.status, f.reason) for f in got.values()) == sorted(
+        (i, status, reason) for i, _, status, reason in believed)
+    with pytest.raises(KeyError):
+        mem.get("no-such-fact")
+
+
 def test_current_excludes_future_dated_facts(mem, clock):
     clock.set("2026-02-01")
     mem.assert_fact("ada", "role", "engineer", valid_from="2025")
