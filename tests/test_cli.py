@@ -67,6 +67,14 @@ def test_user_errors_are_one_line_and_exit_1(tmp_path):
         assert "Traceback" not in result.output
 
 
+def test_a_missing_store_names_the_command_that_makes_one(tmp_path):
+    result = _run("current", "x", store=tmp_path / "missing")
+    assert result.exit_code == 1
+    assert result.output == (f"Error: store: no tempomem store at {tmp_path / 'missing'}; make one with: "
+                             f"tempomem --store {tmp_path / 'missing'} init\n")
+    assert not (tmp_path / "missing").exists()  # nothing made
+
+
 def test_module_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "tempomem", "--help"], capture_output=True, text=True, check=True)
     assert "demo" in out.stdout and "as-of" in out.stdout

@@ -14,6 +14,7 @@ import polars as pl
 
 from ..errors import TempomemError
 from ..progress import quiet
+from ..storage import Storage
 from ..store import Memory
 from ..store import open as open_store
 from ..times import iso
@@ -71,6 +72,8 @@ def open_from(ctx: click.Context, *, create: bool = False) -> Memory:
     path = ctx.obj.get("store")
     if not path:
         raise TempomemError("store: give --store PATH or set TEMPOMEM_STORE")
+    if not create and not Storage.exists(path):  # the API's message names its create= argument
+        raise TempomemError(f"store: no tempomem store at {path}; make one with: tempomem --store {path} init")
     return open_store(path, create=create)
 
 
