@@ -45,10 +45,14 @@ WHERE r.kh IN (SELECT unnest(CAST($busy AS UBIGINT[])))
 -- on `_tm_events`, each row group is tested by its Bloom filter of `fact_id`; read through
 -- `revisions`, the joins and window that derive every other revision's end were planned and
 -- run too (a get after each commit, on the 14M revisions of a replayed 10M-row log: 48 -> 30 ms;
--- most of what is left is testing 881 row groups' filters, 15 ms, and decoding the 2 that may
--- hold the fact).
-SELECT e.* EXCLUDE (folded, folded_until) FROM _tm_events AS e
-WHERE e.fact_id = $fact_id
+-- most of what is left is testing 881 row groups' filters, 15 ms). The latest revision never
+-- has a belief end a fold stored (`folded_until`: it was the belief at the fold, or was written
+-- since), so the groups of ended revisions are skipped by their statistics; and a Fact needs
+-- none of the previous revision's columns (2.6 ms less of the 25).
+SELECT e.* EXCLUDE (folded, folded_until, prev_object, prev_valid_from, prev_valid_to, prev_recorded_at,
+                    prev_retracted_at, prev_superseded_at, prev_superseded_by, prev_status)
+FROM _tm_events AS e
+WHERE e.fact_id = $fact_id AND e.folded_until IS NULL
 ORDER BY e.revision DESC
 LIMIT 1
 
