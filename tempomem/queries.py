@@ -20,7 +20,6 @@ from .connection import quote, sql_parts
 from .errors import TempomemError
 from .forks import check_polars
 from .schema import FACT_COLUMNS
-from .staterows import from_rows
 
 #: The named parts of queries.sql (check, diff and export): ``{name: text}``.
 QUERIES: dict[str, str] = sql_parts("queries.sql")
@@ -109,12 +108,6 @@ def timeline(con: duckdb.DuckDBPyConnection, subject: str, scope: str | None) ->
     """Every revision of every fact of a subject, in belief order (macro ``timeline``)."""
     return filtered(con, "timeline($subject)", {"subject": subject}, {"scope": scope},
                      "ORDER BY recorded_at, fact_id, revision")
-
-
-def latest_states(con: duckdb.DuckDBPyConnection, *, fact_id: str) -> list[dict[str, Any]]:
-    """The latest revision of the fact ``fact_id``, whatever its status, as a state: its own
-    ``recorded_at`` and the fact's ``first_recorded_at`` (``get``); none for an unknown id."""
-    return from_rows(con.sql(QUERIES["latest_revision"], params={"fact_id": fact_id}).to_arrow_table())
 
 
 def last_api_commit(con: duckdb.DuckDBPyConnection) -> datetime | None:

@@ -1,10 +1,12 @@
--- tempomem: the facade's own queries over the macros of macros.sql: check and get
--- (tempomem.queries), diff (tempomem.diff) and export (tempomem.export). The query forms of SPEC §6 are the macros
+-- tempomem: the facade's own queries over the macros of macros.sql: check (tempomem.queries),
+-- diff (tempomem.diff) and export (tempomem.export), and a fact's latest revision
+-- (tempomem.staterows). The query forms of SPEC §6 are the macros
 -- themselves, with the caller's key filters added by tempomem.queries.
 --
 -- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts). Each part is
 -- one whole statement over the views and macros of revisions.sql and macros.sql (a connection
--- of mem.connect() has them) and runs there as it stands, its values bound as `$name` parameters.
+-- of mem.connect() has them), or over the files it is given ($files), and runs there as it
+-- stands, its values bound as `$name` parameters.
 
 -- @part problems
 -- Every invariant violation of mem.check: those the macro finds in the rows as they stand,
@@ -39,19 +41,20 @@ FROM (SELECT hash(scope, subject, predicate) AS kh, scope, subject, predicate, f
 WHERE r.kh IN (SELECT unnest(CAST($busy AS UBIGINT[])))
 
 -- @part latest_revision
--- A fact's latest revision, whatever its status (mem.get), found by $fact_id alone on the
--- stored rows: the one of highest `revision`, which is the one revisions.sql leaves believed
--- (`believed_until` NULL: every other revision ends where the next one was recorded). Read
--- on `_tm_events`, each row group is tested by its Bloom filter of `fact_id`; read through
--- `revisions`, the joins and window that derive every other revision's end were planned and
--- run too (a get after each commit, on the 14M revisions of a replayed 10M-row log: 48 -> 30 ms;
--- most of what is left is testing 881 row groups' filters, 15 ms). The latest revision never
--- has a belief end a fold stored (`folded_until`: it was the belief at the fold, or was written
--- since), so the groups of ended revisions are skipped by their statistics; and a Fact needs
--- none of the previous revision's columns (2.6 ms less of the 25).
+-- A fact's latest revision, whatever its status, found by $fact_id alone in the version's
+-- data files ($files): what mem.get returns, and the state a writer changing a fact it does
+-- not hold starts from (tempomem.staterows). It is the revision of highest `revision`, the one
+-- revisions.sql leaves believed (`believed_until` NULL: every other revision ends where the
+-- next one was recorded), and it never has a belief end a fold stored (`folded_until`: it was
+-- the belief at the fold, or was written since), so the groups of ended revisions are skipped
+-- by their statistics. Each other row group is tested by its Bloom filter of `fact_id`. No
+-- view is read: through `revisions`, the joins and window deriving every other revision's end
+-- were planned and run for one row (a get after each commit, on the 14M revisions of a
+-- replayed 10M-row log: 48 -> 30 ms, most of what is left testing 881 groups' filters). The
+-- columns are a writer's (schema.WRITER_COLUMNS): the previous revision's are left out.
 SELECT e.* EXCLUDE (folded, folded_until, prev_object, prev_valid_from, prev_valid_to, prev_recorded_at,
                     prev_retracted_at, prev_superseded_at, prev_superseded_by, prev_status)
-FROM _tm_events AS e
+FROM read_parquet($files) AS e
 WHERE e.fact_id = $fact_id AND e.folded_until IS NULL
 ORDER BY e.revision DESC
 LIMIT 1

@@ -47,13 +47,24 @@ class Reader:
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """This process's connection, bound to the newest committed version (hold :attr:`lock`)."""
-        if self._con is None or self._con_pid != os.getpid():
-            self._con, self._con_pid, self._bound_version = new_connection(), os.getpid(), -2
+        self._own_connection()
         snap = self.storage.snapshot()
         if snap.version != self._bound_version:
             bind_files(self._con, snap.files, first=self._bound_version == -2)
             self._bound_version = snap.version
         return self._con
+
+    def _own_connection(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None or self._con_pid != os.getpid():
+            self._con, self._con_pid, self._bound_version = new_connection(), os.getpid(), -2
+        return self._con
+
+    def read_files(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """``fn(connection, files, *args)`` under the lock, ``files`` the newest version's data
+        files: for a query that reads them itself and no view, which are then not bound to the
+        version (~5 ms after each commit at 10M revisions)."""
+        with self.lock:
+            return fn(self._own_connection(), self.storage.snapshot().files, *args)
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(connection, *args, **kwargs)`` under the lock."""

@@ -7,17 +7,21 @@ revision; ``None`` for a fact born in the commit), the shape :class:`writepath.B
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .connection import sql_parts
 from .schema import Fact, instants
 from .times import EPOCH, MICROSECOND, system_clock
 
 #: The statuses of a fact no longer believed.
 UNBELIEVED = ("retracted", "erased")
+_LATEST_REVISION = sql_parts("queries.sql")["latest_revision"]
 
 
 def micros(t: datetime) -> int:
@@ -44,6 +48,16 @@ def from_rows(table: pa.Table) -> list[dict[str, Any]]:
     columns = [instants(table[f.name]) if pa.types.is_timestamp(f.type) and f.type.tz is not None
                else table[f.name].to_pylist() for f in table.schema]
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def latest_revision(con: duckdb.DuckDBPyConnection, files: Sequence[str], fact_id: str) -> dict[str, Any] | None:
+    """The latest revision of the fact ``fact_id`` in ``files`` (a version's data files),
+    whatever its status, as a state; ``None`` when no file holds it (``queries.sql``, part
+    ``latest_revision``)."""
+    if not files:
+        return None
+    states = from_rows(con.sql(_LATEST_REVISION, params={"files": list(files), "fact_id": fact_id}).to_arrow_table())
+    return states[0] if states else None
 
 
 def latest_believed(rows: pa.Table) -> pa.Table:

@@ -17,7 +17,7 @@ from .connection import new_connection
 from .ids import made_at
 from .keyindex import KeyIndex
 from .schema import EVENT_COLUMNS, WRITER_COLUMNS, column_micros
-from .staterows import UNBELIEVED, from_rows, latest, latest_believed, micros
+from .staterows import UNBELIEVED, from_rows, latest, latest_believed, latest_revision, micros
 from .temporal.intervals import overlap
 from .times import UTC
 
@@ -56,8 +56,6 @@ _KEY_OF_MADE_SQL = """SELECT e.scope, e.subject, e.predicate FROM read_parquet($
 WHERE e.first_recorded_at = $made AND e.fact_id = $fact_id LIMIT 1"""
 _KEY_OF_SQL = """SELECT e.scope, e.subject, e.predicate FROM read_parquet($files) AS e
 WHERE e.fact_id = $fact_id LIMIT 1"""
-_FACT_SQL = f"""
-SELECT {_SELECTED} FROM read_parquet($files) AS e WHERE e.fact_id = $fact_id ORDER BY e.revision DESC LIMIT 1"""
 
 
 def _key(state: dict[str, Any]) -> Key:
@@ -270,8 +268,7 @@ class StateCache:
         for fact_id, key in found.items():
             state = self._keys[key].get(fact_id)
             if state is None:  # no longer believed: its latest revision says why
-                state = from_rows(self._reader().sql(_FACT_SQL, params={"files": files, "fact_id": fact_id})
-                                  .to_arrow_table())[0]
+                state = latest_revision(self._reader(), files, fact_id)
             out[fact_id] = state
         return out
 

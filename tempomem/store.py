@@ -19,7 +19,7 @@ from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
 from .reader import Reader
 from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
-from .staterows import as_fact
+from .staterows import as_fact, latest_revision
 from .storage import Storage
 from .times import TimeLike, to_utc
 from .trust import trust_filters
@@ -214,10 +214,10 @@ class Memory:
         >>> mem.get(f.fact_id).object
         'm5.xlarge'
         """
-        states = self.reader.read(queries.latest_states, fact_id=fact_id)
-        if not states:
+        state = self.reader.read_files(latest_revision, fact_id)
+        if state is None:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
-        return as_fact(states[0])
+        return as_fact(state)
 
     def diff(self, from_at: TimeLike, to_at: TimeLike, *, subjects: str | list[str] | None = None,
              predicates: str | list[str] | None = None) -> MemoryDiff:
