@@ -21,7 +21,7 @@ from .errors import TempomemError
 from .forks import check_polars
 from .schema import FACT_COLUMNS
 
-#: The named parts of queries.sql (check, diff and export): ``{name: text}``.
+#: The named parts of queries.sql (check, diff, export, a fact's latest revision): ``{name: text}``.
 QUERIES: dict[str, str] = sql_parts("queries.sql")
 
 #: Optional key filters: the SQL fragment used when the caller gives the value.
