@@ -51,4 +51,8 @@ def test_backfill_errors_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in strict.output
     bad_map = runner.invoke(cli, ["--store", store, "backfill", str(tmp_path / "in.csv"), "--map", "entity"])
     assert bad_map.exit_code == 1 and "--map: expected SRC=DST" in bad_map.output
+    unmapped = runner.invoke(cli, ["--store", store, "backfill", str(tmp_path / "in.csv")])
+    assert unmapped.exit_code == 1 and "Traceback" not in unmapped.output
+    assert "the input has no subject column (columns: entity, predicate, object, ts, valid_from)" in unmapped.output
+    assert "--map your_column=subject" in unmapped.output  # the option a command-line user has
     assert tm.open(store).sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]

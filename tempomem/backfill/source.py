@@ -105,6 +105,7 @@ def rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str,
     if missing:
         raise TempomemError(
             f"{missing[0]}: the input has no {missing[0]} column (columns: {', '.join(columns) or 'none'}); "
-            f"name one with mapping={{'your_column': '{missing[0]}'}}"
+            f"name one with mapping={{'your_column': '{missing[0]}'}} "
+            f"(tempomem backfill: --map your_column={missing[0]})"
         )
     return columns
