@@ -715,6 +715,35 @@ def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock,
     assert set(_comparable(copy)["origin"]) == {"backfill"}
 
 
+@pytest.mark.parametrize(("name", "fmt", "written_as"), [
+    ("memory.csv", None, "csv"), ("memory.PQ", None, "parquet"), ("memory", None, "parquet"),
+    ("memory", "csv", "csv"), ("memory.parquet", "parquet", "parquet"),
+])
+def test_export_writes_the_format_backfill_reads_the_file_as(mem: tm.Memory, tmp_path: Path, name: str,
+                                                             fmt: str | None, written_as: str) -> None:
+    mem.assert_fact("api", "instance_type", "m5.large")
+    out = tmp_path / name
+    assert tm.export.export(mem, out, fmt) == 1
+    assert out.read_bytes().startswith(b"PAR1") == (written_as == "parquet")
+    copy = tm.open(tmp_path / "copy", create=True)
+    assert copy.backfill(out, format=written_as).loaded == 1
+
+
+@pytest.mark.parametrize(("name", "fmt", "message"), [
+    ("memory.csv", "parquet", "out: backfill would read .*memory.csv back as csv .*not parquet; name it .parquet "
+                              "or export it as csv"),
+    ("memory.parquet", "csv", "back as parquet .*not csv; name it .csv or export it as parquet"),
+    ("memory.jsonl", None, "back as jsonl .*not parquet; name it .parquet$"),
+    ("memory.csv", "json", "format: must be one of parquet, csv, got 'json'"),
+])
+def test_export_refuses_a_file_backfill_would_read_as_another_format(mem: tm.Memory, tmp_path: Path, name: str,
+                                                                   fmt: str | None, message: str) -> None:
+    mem.assert_fact("api", "instance_type", "m5.large")
+    with pytest.raises(tm.TempomemError, match=message):
+        tm.export.export(mem, tmp_path / name, fmt)
+    assert not (tmp_path / name).exists()
+
+
 def test_arrow_stream_and_empty_input(mem: tm.Memory) -> None:
     table = pa.table({"subject": ["a"], "predicate": ["p"], "object": ["x"], "recorded_at": ["2025-01-01"]})
     assert mem.backfill(table.to_reader()).loaded == 1

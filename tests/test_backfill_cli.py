@@ -29,7 +29,11 @@ def test_backfill_json_report_then_export_round_trip(tmp_path: Path) -> None:
     assert (report["rows_read"], report["loaded"], report["revisions"]) == (3, 2, 2)
     assert report["rejected"] == [{"row": 2, "field": "recorded_at", "value": "not a time",
                                    "reason": f"cannot read not a time as a time: {timegrammar.NOT_ISO}"}]
-    assert runner.invoke(cli, ["--store", store, "export", "--format", "csv", str(tmp_path / "out.csv")]).exit_code == 0
+    exported = runner.invoke(cli, ["--store", store, "export", str(tmp_path / "out.csv"), "--json"])
+    assert exported.exit_code == 0 and json.loads(exported.output)["format"] == "csv"  # by its extension
+    mismatch = runner.invoke(cli, ["--store", store, "export", "--format", "parquet", str(tmp_path / "x.csv")])
+    assert mismatch.exit_code == 1 and "Traceback" not in mismatch.output
+    assert "backfill would read" in mismatch.output and not (tmp_path / "x.csv").exists()
     assert runner.invoke(cli, ["--store", copy, "init"]).exit_code == 0
     table = runner.invoke(cli, ["--store", copy, "backfill", str(tmp_path / "out.csv")])
     assert table.exit_code == 0 and "rows_read" in table.output and "overlapping_values" in table.output

@@ -40,12 +40,21 @@ def input_files(path: str | os.PathLike[str], format: str | None) -> tuple[list[
         files = [text]
     if not files:
         raise TempomemError(f"data: {text} names no input files")
-    formats = {format or _EXTENSIONS.get(Path(f).suffix.lower()) for f in files}
+    formats = {format or format_of(f) for f in files}
     if None in formats:
         raise TempomemError(f"data: cannot tell the format of {text}; pass format= ({', '.join(FILE_FORMATS)})")
     if len(formats) > 1:
         raise TempomemError(f"data: {text} mixes formats ({', '.join(sorted(formats))}); load them separately")
     return files, formats.pop()  # type: ignore[return-value]
+
+
+def format_of(path: str | os.PathLike[str]) -> str | None:
+    """The format a file is read as when none is given: the one its extension names, or None.
+
+    >>> format_of("memory.CSV"), format_of("edges.json"), format_of("memory")
+    ('csv', 'jsonl', None)
+    """
+    return _EXTENSIONS.get(Path(path).suffix.lower())
 
 
 def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) -> None:

@@ -72,15 +72,18 @@ def backfill(ctx: click.Context, file: str, maps: tuple[str, ...], fmt: str | No
 
 @cli.command()
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default="parquet", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["parquet", "csv"]), default=None,
+              help="By default the one OUT's extension names (.csv: csv), else parquet.")
 @json_option
 @click.pass_context
-def export(ctx: click.Context, out: str, fmt: str, as_json: bool) -> None:
+def export(ctx: click.Context, out: str, fmt: str | None, as_json: bool) -> None:
     """Write every revision to a Parquet or CSV file that `tempomem backfill` reads back.
 
-    tempomem export --format parquet memory.parquet
+    tempomem export memory.parquet
     """
     from ..export import export as run_export
+    from ..export import format_for
 
-    rows = run_export(open_from(ctx), out, fmt)
-    emit_value({"out": out, "format": fmt, "rows": rows}, as_json)
+    chosen = format_for(out, fmt)
+    rows = run_export(open_from(ctx), out, chosen)
+    emit_value({"out": out, "format": chosen, "rows": rows}, as_json)
