@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 try:
@@ -16,6 +17,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 import matplotlib.dates as mdates
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from .errors import TempomemError
 
 #: Object colours, assigned in order of first appearance so one value keeps one colour.
 PALETTE = list(matplotlib.colormaps["tab10"].colors)
@@ -38,8 +41,23 @@ def figure(figsize: tuple[float, float], dpi: int) -> Figure:
 
 
 def save(fig: Figure, out: str | os.PathLike[str] | None) -> Figure:
-    if out is not None:
+    """Write ``fig`` to ``out`` (when given) in the format its extension names, PNG without one.
+    A format matplotlib cannot draw, or a file it cannot write, raises a TempomemError naming
+    ``out`` and leaves no file behind."""
+    if out is None:
+        return fig
+    path = Path(out)
+    kind = path.suffix.lower().removeprefix(".")
+    if kind and kind not in fig.canvas.get_supported_filetypes():
+        raise TempomemError(f"out: cannot draw a chart as .{kind} ({path}); name the file .png, .svg or .pdf")
+    existed = path.exists()
+    try:
         fig.savefig(os.fspath(out), dpi=fig.dpi)
+    except (OSError, RuntimeError, ValueError) as exc:  # a missing folder, no permission, no LaTeX for .pgf
+        if not existed:
+            path.unlink(missing_ok=True)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        raise TempomemError(f"out: cannot write {path}: {reason}") from None
     return fig
 
 

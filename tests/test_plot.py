@@ -108,6 +108,20 @@ def test_bitemporal_unknown_key_is_a_clear_error(incident):
         tm.plot.bitemporal(incident, "checkout-api", "cpu")
 
 
+@pytest.mark.parametrize(("name", "message"), [
+    ("chart.txt", r"out: cannot draw a chart as \.txt .*; name the file \.png, \.svg or \.pdf"),
+    ("no-such-folder/chart.png", "out: cannot write .*chart.png: No such file or directory"),
+])
+def test_a_chart_that_cannot_be_written_is_a_clear_error(incident, tmp_path, name, message):
+    out = tmp_path / name
+    with pytest.raises(tm.TempomemError, match=message):
+        tm.plot.bitemporal(incident, "checkout-api", "instance_type", out=out)
+    assert not out.exists()
+    svg = tmp_path / "chart.SVG"  # any case of a format matplotlib draws
+    tm.plot.bitemporal(incident, "checkout-api", "instance_type", out=svg)
+    assert svg.read_bytes().lstrip().startswith(b"<?xml")
+
+
 def test_lifeline_bars_and_learned_markers(incident, tmp_path):
     out = tmp_path / "life.png"
     fig = tm.plot.lifeline(incident, "checkout-api", valid_at="2026-03-15T08:00Z", out=out)
@@ -205,6 +219,10 @@ def test_cli_plot_writes_png(incident, store_path, tmp_path):
     res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "--kind", "lifeline", "--out", str(out)])
     assert res.exit_code == 1
     assert "needs a SUBJECT" in res.output
+    res = CliRunner().invoke(cli, ["--store", str(store_path), "plot", "checkout-api", "--out",
+                                   str(tmp_path / "missing" / "c.png")])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert res.output.count("\n") == 1 and "out: cannot write" in res.output
 
 
 def test_cli_plot_divergence_from_probes_file_and_generated(incident, store_path, tmp_path):
