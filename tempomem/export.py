@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import duckdb
+
 from .backfill.source import format_of
 from .errors import TempomemError
 from .queries import QUERIES
@@ -39,10 +41,14 @@ def export(mem: Memory, out: str | os.PathLike[str], format: str | None = None) 
     try:
         rel = con.sql(QUERIES[f"export_{chosen}"])
         count = con.sql("SELECT count(*) FROM revisions").fetchall()[0][0]
-        if chosen == "parquet":
-            rel.write_parquet(os.fspath(out), compression="zstd")
-        else:
-            rel.write_csv(os.fspath(out), header=True)
+        try:
+            if chosen == "parquet":
+                rel.write_parquet(os.fspath(out), compression="zstd")
+            else:
+                rel.write_csv(os.fspath(out), header=True)
+        except duckdb.IOException as exc:  # a missing folder, no permission
+            reason = str(exc).splitlines()[0].removeprefix("IO Error: ")
+            raise TempomemError(f"out: cannot write {os.fspath(out)}: {reason}") from None
         return int(count)
     finally:
         con.close()

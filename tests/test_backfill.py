@@ -735,6 +735,7 @@ def test_export_writes_the_format_backfill_reads_the_file_as(mem: tm.Memory, tmp
     ("memory.parquet", "csv", "back as parquet .*not csv; name it .csv or export it as parquet"),
     ("memory.jsonl", None, "back as jsonl .*not parquet; name it .parquet$"),
     ("memory.csv", "json", "format: must be one of parquet, csv, got 'json'"),
+    ("no-such-folder/memory.parquet", None, "out: cannot write .*memory.parquet: .*No such file or directory"),
 ])
 def test_export_refuses_a_file_backfill_would_read_as_another_format(mem: tm.Memory, tmp_path: Path, name: str,
                                                                    fmt: str | None, message: str) -> None:
