@@ -134,12 +134,31 @@ def problems(con: duckdb.DuckDBPyConnection, multi_predicates: list[str],
     the log never referenced."""
     busy, suspects = _suspects(con, multi_predicates)
     found = frame(con, QUERIES["problems"], {"multi": multi_predicates, "busy": busy, "suspects": suspects})
-    strays = pl.DataFrame(
-        {"kind": ["unreferenced_file"] * len(stray_files), "fact_id": [None] * len(stray_files),
-         "detail": [f"{p} is not in the Delta log; it is never read" for p in stray_files]},
-        schema={"kind": pl.String, "fact_id": pl.String, "detail": pl.String},
-    )
-    table = pl.concat([found.cast(pl.String), strays])
+    table = pl.concat([found.cast(pl.String), file_problems([], stray_files).problems])
+    return CheckReport(ok=table.is_empty(), problems=table)
+
+
+def file_problems(missing_files: list[str], stray_files: list[str]) -> CheckReport:
+    """Data files the newest version lists but the disk lacks (no other check can read the
+    version then) and files on disk the log never referenced.
+
+    >>> file_problems(["/s/a.parquet"], [])
+    CheckReport(1 problems)
+    shape: (1, 3)
+    ┌──────────────┬─────────┬─────────────────────────────────┐
+    │ kind         ┆ fact_id ┆ detail                          │
+    │ ---          ┆ ---     ┆ ---                             │
+    │ str          ┆ str     ┆ str                             │
+    ╞══════════════╪═════════╪═════════════════════════════════╡
+    │ missing_file ┆ null    ┆ /s/a.parquet is in the Delta l… │
+    └──────────────┴─────────┴─────────────────────────────────┘
+    """
+    details = ([f"{p} is in the Delta log but not on disk: no read of the store works until it is restored "
+                "from a copy" for p in missing_files]
+               + [f"{p} is not in the Delta log; it is never read" for p in stray_files])
+    kinds = ["missing_file"] * len(missing_files) + ["unreferenced_file"] * len(stray_files)
+    table = pl.DataFrame({"kind": kinds, "fact_id": [None] * len(kinds), "detail": details},
+                         schema={"kind": pl.String, "fact_id": pl.String, "detail": pl.String})
     return CheckReport(ok=table.is_empty(), problems=table)
 
 

@@ -265,16 +265,16 @@ class Memory:
         >>> mem.check().ok
         True
         """
-        rules, _ = self._engine.rules()
-        multi = [p for p, (arity, _) in rules.items() if arity == "multi"]
+        multi = [p for p, (arity, _) in self._engine.rules()[0].items() if arity == "multi"]
         stray = sorted(set(self._storage.data_files_on_disk()) - self._storage.referenced_files())
+        if missing := self._storage.missing_files():  # no other check can read the version then
+            return queries.file_problems(missing, stray)
         return self.reader.read(queries.problems, multi, stray)
 
     def assert_fact(self, subject: str, predicate: str, object: str, *, valid_from: TimeLike | None = None,
                     valid_to: TimeLike | None = None, scope: str = "default", source: str = "user",
                     confidence: float = 0.9, text: str | None = None, artifact: str | None = None,
-                    reference_time: TimeLike | None = None, link_type: str = "entity",
-                    weight: float = 1.0) -> Fact:
+                    reference_time: TimeLike | None = None, link_type: str = "entity", weight: float = 1.0) -> Fact:
         """Assert one fact (SPEC §5); returns it as stored (a duplicate returns the existing fact).
 
         >>> f = mem.assert_fact("checkout-api", "instance_type", "m5.xlarge", valid_from="2026-03-10")

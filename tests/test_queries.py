@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import duckdb
 import pytest
 from conftest import ts
@@ -245,6 +248,33 @@ def test_check_is_clean_and_reports_a_stray_file(mem, moved, store_path):
     assert "dropped-by-hand" in report.problems["detail"][0]
     # never read: answers are unchanged
     assert _objects(mem.as_of("2025-01", "ada")) == ["Berlin"]
+
+
+def test_a_data_file_missing_from_disk_is_named_by_reads_and_check(mem, moved, store_path):
+    files = mem.reader.read_files(lambda con, files: files)
+    assert len(files) == 2  # the two commits of `moved`
+    gone = files[0]
+    Path(gone).unlink()
+    named = (rf"store: 1 data file\(s\) of the newest version are missing from disk \(first: {re.escape(gone)}\); "
+             r"check\(\) \(tempomem check\) lists them")
+    for read in (lambda: mem.as_of("2025-01", "ada"), lambda: mem.as_of("2025-01"), lambda: mem.history("ada")):
+        with pytest.raises(tm.TempomemError, match=named):
+            read()
+    report = tm.open(store_path).check()  # a new process would see the same
+    assert report.problems.rows() == [("missing_file", None, f"{gone} is in the Delta log but not on disk: no read "
+                                                             "of the store works until it is restored from a copy")]
+    assert not report.ok
+
+
+def test_a_damaged_log_entry_is_named_in_one_line(mem, moved, store_path):
+    mem.as_of("2025-01")  # this reader holds the version before the next commit
+    tm.open(store_path).assert_fact("ada", "pet", "cat")  # another writer's commit, then its entry damaged
+    entry = sorted((store_path / "_delta_log").glob("*.json"))[-1]
+    entry.write_text("{not json")
+    with pytest.raises(tm.TempomemError, match=rf"store: the Delta log entry {re.escape(str(entry))} is damaged"):
+        mem.as_of("2025-01")  # follows the log entry by entry
+    with pytest.raises(tm.TempomemError, match=r"store: cannot read the Delta log of .*: .*[Jj]son"):
+        tm.open(store_path).as_of("2025-01")  # reads it through deltalake
 
 
 def test_check_reports_a_revision_whose_stored_previous_columns_are_wrong(mem, moved):

@@ -108,9 +108,15 @@ def op_create(path: str) -> None:
 
 
 def op_snapshot(path: str, newest_on_disk: int) -> Snapshot:
-    dt = _table(path)
-    if dt.version() < newest_on_disk:
-        dt.update_incremental()
+    from deltalake.exceptions import DeltaError
+
+    try:
+        dt = _table(path)
+        if dt.version() < newest_on_disk:
+            dt.update_incremental()
+    except DeltaError as exc:  # a damaged log: named in one line, not deltalake's backtrace
+        _tables.pop(path, None)
+        raise TempomemError(f"store: cannot read the Delta log of {path}: {str(exc).splitlines()[0]}") from None
     return Snapshot(dt.version(), tuple(dt.file_uris()))
 
 

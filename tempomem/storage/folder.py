@@ -345,6 +345,10 @@ class Storage:
                             seen.add(row[kind]["path"])
         return {str((self.path / p).resolve()) for p in seen}
 
+    def missing_files(self) -> list[str]:
+        """The newest version's data files that are not on disk (a damaged copy of the store)."""
+        return [f for f in self.snapshot().files if not os.path.exists(f)]
+
     def data_files_on_disk(self) -> list[str]:
         """Parquet files in the folder outside the log and settings folders."""
         out = []

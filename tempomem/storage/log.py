@@ -23,6 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..errors import TempomemError
+
 #: The log's folder inside a table folder.
 LOG_DIR = "_delta_log"
 #: delta-rs writes a checkpoint every this many versions (``delta.checkpointInterval``); the
@@ -72,11 +74,15 @@ def add_action(path: str, size: int, modified_ms: int, stats: str) -> dict[str, 
 
 def actions(root: Path, version: int) -> list[dict[str, Any]] | None:
     """The actions of version ``version``'s commit; ``None`` when its entry is gone (cleaned up)."""
+    entry = root / LOG_DIR / entry_name(version)
     try:
-        text = (root / LOG_DIR / entry_name(version)).read_text()
+        text = entry.read_text()
     except FileNotFoundError:
         return None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise TempomemError(f"store: the Delta log entry {entry} is damaged ({exc})") from None
 
 
 def files_after(root: Path, files: tuple[str, ...], since: int, until: int) -> tuple[str, ...] | None:
