@@ -31,6 +31,15 @@ FROM _bf_file f JOIN _bf_offsets o ON o.file_name = f.filename;
 CREATE TEMP TABLE _bf_src AS
 SELECT CAST(row_number() OVER () - 1 AS BIGINT) AS __row, * FROM _bf_file;
 
+-- @part csv_errors
+-- The first record of the CSV files that DuckDB could not read (kept aside by store_rejects in
+-- `_bf_csv_errors`; `line` counts records, the header first), with the count of such records:
+-- a load refuses them all rather than skip rows and shift every later row's position.
+SELECT s.file_path, e.line, e.error_message, count(*) OVER () AS lines
+FROM _bf_csv_errors AS e JOIN _bf_csv_scans AS s USING (scan_id, file_id)
+ORDER BY s.file_id, e.line
+LIMIT 1;
+
 -- @part frame
 -- A caller's frame, relation or rows (as Arrow, with `__row`).
 CREATE TEMP VIEW _bf_src AS SELECT * FROM _bf_arrow;

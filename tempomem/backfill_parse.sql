@@ -12,8 +12,12 @@
 -- missing one. trim() copies the text, so it only runs on the rare values starting with a space.
 CREATE OR REPLACE TEMP MACRO tm__bf_blank(v) AS (v = '' OR (starts_with(v, ' ') AND trim(v) = ''));
 CREATE OR REPLACE TEMP MACRO tm__bf_text(v) AS CASE WHEN tm__bf_blank(v) THEN NULL ELSE v END;
--- A value of another type, as text.
-CREATE OR REPLACE TEMP MACRO tm__bf_text_of(v) AS nullif(trim(CAST(v AS VARCHAR)), '');
+-- A value of another type, as text: a nested one (a JSON object or list read from JSON Lines,
+-- a struct, map or list column) as its JSON text, never as DuckDB's own text form of it.
+CREATE OR REPLACE TEMP MACRO tm__bf_text_of(v) AS
+    CASE WHEN typeof(v) LIKE 'STRUCT%' OR typeof(v) LIKE 'MAP%' OR typeof(v) LIKE '%]'
+         THEN CAST(to_json(v) AS VARCHAR)
+         ELSE nullif(trim(CAST(v AS VARCHAR)), '') END;
 
 -- Whether the source gave a value: blank text counts as none.
 CREATE OR REPLACE TEMP MACRO tm__bf_given_text(v) AS coalesce(NOT tm__bf_blank(v), false);

@@ -745,6 +745,38 @@ def test_export_refuses_a_file_backfill_would_read_as_another_format(mem: tm.Mem
     assert not (tmp_path / name).exists()
 
 
+def test_a_nested_value_in_a_text_field_is_stored_as_its_json(mem: tm.Memory, tmp_path: Path) -> None:
+    # A JSON Lines object, or a list column of a frame, where text is expected: its JSON text,
+    # not DuckDB's text form of a struct ({'a': 1}).
+    (tmp_path / "nested.jsonl").write_text(
+        '{"subject": "svc", "predicate": "limits", "object": {"cpu": 2, "unit": "core"}, '
+        '"recorded_at": "2026-01-01", "source": ["a", "b"]}\n')
+    assert mem.backfill(tmp_path / "nested.jsonl").loaded == 1
+    frame = pl.DataFrame({"subject": ["db"], "predicate": ["ports"], "object": [[5432, 5433]],
+                          "recorded_at": ["2026-01-01"]})
+    assert mem.backfill(frame).loaded == 1
+    assert mem.sql("SELECT subject, object, source FROM facts ORDER BY subject").fetchall() == [
+        ("db", "[5432,5433]", None), ("svc", '{"cpu":2,"unit":"core"}', '["a","b"]')]
+
+
+@pytest.mark.parametrize(("last_line", "reason"), [
+    ("svc,tier,silver", "Expected Number of Columns: 4 Found: 3"),
+    ("svc,tier,silver,2026-02-01,extra", "Expected Number of Columns: 4 Found: 5"),
+])
+def test_a_csv_line_without_the_headers_fields_is_refused_by_its_number(mem: tm.Memory, tmp_path: Path,
+                                                                        last_line: str, reason: str) -> None:
+    # One ragged line made DuckDB's sniffer read the whole file as one column (or take a data
+    # line for the header), and the load failed on "no subject column" or loaded nothing.
+    path = tmp_path / "ragged.csv"
+    path.write_text(f'subject,predicate,object,recorded_at\nsvc,note,"two\nlines",2026-01-01\n{last_line}\n')
+    with pytest.raises(tm.TempomemError, match=rf"data: {re.escape(str(path))}, CSV record 3 \(the header is record "
+                                               rf"1\): {reason}; every record needs the header's fields$"):
+        mem.backfill(path)
+    assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]
+    path.write_text(path.read_text().replace(last_line, "svc,tier,silver,2026-02-01"))
+    assert mem.backfill(path).loaded == 2  # the quoted line break is a value, not a line
+
+
 def test_arrow_stream_and_empty_input(mem: tm.Memory) -> None:
     table = pa.table({"subject": ["a"], "predicate": ["p"], "object": ["x"], "recorded_at": ["2025-01-01"]})
     assert mem.backfill(table.to_reader()).loaded == 1

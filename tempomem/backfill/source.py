@@ -74,16 +74,24 @@ def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) ->
                 con.execute(_SQL["many_parquet"])
                 return
             if fmt == "csv":
-                rel = con.read_csv(files, all_varchar=True, header=True)
+                # Records DuckDB cannot split into the header's fields are kept aside (which also
+                # keeps one from making its sniffer see one column) and refused below.
+                rel = con.read_csv(files, all_varchar=True, header=True, store_rejects=True,
+                                   rejects_table="_bf_csv_errors", rejects_scan="_bf_csv_scans")
             else:
                 # JSON strings stay text, read by the one time grammar (timegrammar), not by
                 # DuckDB's guess of a date or timestamp format (which takes +15:00 offsets).
                 rel = con.read_json(files, format="newline_delimited", date_format=_NO_FORMAT,
                                     timestamp_format=_NO_FORMAT)
         except duckdb.Error as exc:
-            raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {exc}") from None
+            raise TempomemError(f"data: cannot read {os.fspath(data)} as {fmt}: {str(exc).splitlines()[0]}") from None
         rel.create_view("_bf_file", replace=True)
         con.execute(_SQL["text_files"])
+        if fmt == "csv" and (bad := con.sql(_SQL["csv_errors"]).fetchall()):
+            (path, line, reason), count = bad[0][:3], bad[0][3]
+            more = f" ({count - 1} more such records)" if count > 1 else ""
+            raise TempomemError(f"data: {path}, CSV record {line} (the header is record 1): {reason}; every record "
+                                f"needs the header's fields{more}")
         return
     table = as_arrow(data, paths=True)
     if "__row" not in table.column_names:
