@@ -270,9 +270,19 @@ def test_older_version(spark: Any, store: tm.Memory) -> None:
         tms.register(spark, str(store.path))
 
 
-def _files(path: Path, version: int) -> list[str]:
+def _files(path: Path, version: int | None) -> list[str]:
     from tempomem.spark.delta import snapshot_files
     return snapshot_files(str(path), version)
+
+
+def test_a_data_file_missing_from_the_newest_version_is_damage_not_a_fold(tmp_path: Path) -> None:
+    mem = tm.open(tmp_path / "s", create=True)
+    mem.assert_fact("svc", "tier", "gold")
+    [gone] = _files(tmp_path / "s", None)
+    Path(gone).unlink()
+    with pytest.raises(tm.TempomemError, match=r"store: 1 data file\(s\) of the newest version of .* are missing "
+                                               r"from disk \(first: .*\); check\(\) \(tempomem check\) lists them"):
+        _files(tmp_path / "s", None)
 
 
 def test_bad_input(spark: Any, store: tm.Memory, tmp_path: Path) -> None:

@@ -308,6 +308,9 @@ def _snapshot_files(path: str, version: int | None) -> list[str]:
             "cannot read correctly; read it on a cluster with the Delta Lake reader")
     files = list(table.file_uris())
     gone = [f for f in files if "://" not in f and not os.path.exists(f)]
+    if gone and version is None:  # the newest version's files are never removed: a damaged copy
+        raise TempomemError(f"store: {len(gone)} data file(s) of the newest version of {path!r} are missing from "
+                            f"disk (first: {gone[0]!r}); check() (tempomem check) lists them")
     if gone:
         # a fold or compaction replaced them and a vacuum removed them: the version is unreadable
         raise TempomemError(f"version: the files of version {version} of {path!r} are gone (removed after a "
