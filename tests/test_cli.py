@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+import tempomem as tm
 from tempomem.cli import cli
 
 
@@ -73,6 +75,16 @@ def test_a_missing_store_names_the_command_that_makes_one(tmp_path):
     assert result.output == (f"Error: store: no tempomem store at {tmp_path / 'missing'}; make one with: "
                              f"tempomem --store {tmp_path / 'missing'} init\n")
     assert not (tmp_path / "missing").exists()  # nothing made
+
+
+def test_a_store_that_cannot_be_made_is_one_line(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    under_a_file = tmp_path / "a-file" / "store"
+    result = _run("init", store=under_a_file)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output == f"Error: path: cannot make a store at {under_a_file}: Not a directory\n"
+    with pytest.raises(tm.TempomemError, match=r"path: cannot make a store at .*: Not a directory"):
+        tm.open(under_a_file, create=True)
 
 
 def test_module_entry_point_runs():

@@ -72,7 +72,10 @@ class Storage:
         folder = Path(path)
         if folder.exists() and any(folder.iterdir()):
             raise TempomemError(f"path: {folder} exists and is not empty; pick a new folder for a new store")
-        (folder / _META_DIR).mkdir(parents=True, exist_ok=True)
+        try:
+            (folder / _META_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # under a file, no permission, a read-only file system
+            raise TempomemError(f"path: cannot make a store at {folder}: {exc.strerror or exc}") from None
         store = cls(folder)
         store.write_settings(settings)
         run(delta.op_create, store._uri)
