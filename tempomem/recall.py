@@ -76,6 +76,7 @@ def _matching_embedder(storage: Storage, embedder: Embedder, *, record: bool) ->
     Vectors of two embedders of one length are not comparable, and nothing else would tell.
     ``record`` stores this embedder as the store's when none is recorded yet (hold the lock).
     """
+    _check_embedder(embedder)
     this = f"{type(embedder).__module__}.{type(embedder).__qualname__}(dim={embedder.dim})"
     settings = storage.read_settings()
     made_by = settings.get("embedder")
@@ -95,10 +96,25 @@ def _vectors_table(fact_ids: pa.Array, revisions: pa.Array, vectors: np.ndarray)
 
 
 def _embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-        raise TempomemError(f"embedder: returned shape {vectors.shape} for {len(texts)} texts")
+    """``embedder``'s vectors of ``texts``, refused unless one row of ``dim`` finite numbers a text
+    (a NaN stored would make every later recall's scores NaN, silently)."""
+    _check_embedder(embedder)
+    try:
+        vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise TempomemError(f"embedder: returned something that is not numbers ({exc})") from None
+    if vectors.shape != (len(texts), embedder.dim):
+        raise TempomemError(f"embedder: returned shape {vectors.shape} for {len(texts)} texts of dim {embedder.dim}")
+    if not np.isfinite(vectors).all():
+        bad = int(np.flatnonzero(~np.isfinite(vectors).all(axis=1))[0])
+        raise TempomemError(f"embedder: returned a vector with NaN or infinity, for the text {texts[bad]!r}")
     return vectors
+
+
+def _check_embedder(embedder: Any) -> None:
+    if not isinstance(embedder, Embedder) or not isinstance(embedder.dim, int):
+        raise TempomemError(f"embedder: expected an object with dim (an int) and embed(texts) returning one vector "
+                            f"per text (tempomem.embed.Embedder), got {type(embedder).__name__}")
 
 
 #: Texts per embedder call in :func:`embed`: big enough to keep a model's batches full.
@@ -108,6 +124,7 @@ _EMBED_BATCH = 65_536
 def embed(engine: Engine, embedder: Embedder) -> int:
     """Fill every missing embedding (see :meth:`Memory.embed`); returns the rows filled."""
     check_polars()  # the texts are Polars work under the writer lock: refused before taking it
+    _check_embedder(embedder)  # refused before the lock too
     with engine.exclusive():
         con = engine.connection()
         missing = con.sql(_SQL["missing"]).to_arrow_table()
@@ -175,14 +192,18 @@ def _scores(cache: _Cache, query: list[float]) -> list[tuple[_Vectors, np.ndarra
     """Cosine similarity of ``query`` to every cached vector of its length (zero vectors: 0)."""
     q = np.asarray(query, dtype=np.float32)
     q_norm = float(np.linalg.norm(q))
-    out = []
+    out, lengths = [], set()
     for parts in cache.vectors.values():
         for part in parts:
+            lengths.add(part.matrix.shape[1])
             if part.matrix.shape[1] != q.size:
                 continue
             denominator = part.norms * q_norm
             dots = (part.matrix @ q).astype(np.float64)
             out.append((part, np.divide(dots, denominator, out=np.zeros_like(dots), where=denominator > 0)))
+    if not out and lengths:  # an answer of nothing would read as "nothing is similar"
+        raise TempomemError(f"query: a vector of {q.size} numbers, but this store's vectors have "
+                            f"{', '.join(map(str, sorted(lengths)))}")
     return out
 
 

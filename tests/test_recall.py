@@ -166,8 +166,32 @@ def test_bad_recall_input_raises_clear_errors(mem: tm.Memory, ibans) -> None:
         mem.recall([[1.0, 2.0]])
     with pytest.raises(tm.TimeParseError, match="valid_at"):
         mem.recall(QUERY, valid_at="not a time")
-    # A vector of another length than the stored ones matches nothing.
-    assert mem.recall([1.0, 0.0, 0.0], k=5).is_empty()
+    # A vector of another length than the stored ones (another model's, say) is refused: an
+    # empty answer would read as "nothing is similar".
+    with pytest.raises(tm.TempomemError, match="query: a vector of 3 numbers, but this store's vectors have 384"):
+        mem.recall([1.0, 0.0, 0.0], k=5)
+
+
+@pytest.mark.parametrize(("vectors", "message"), [
+    (lambda texts: [[0.5, 0.5]], r"embedder: returned shape \(1, 2\) for 2 texts of dim 2"),
+    (lambda texts: [[0.5, 0.5, 0.5] for _ in texts], r"returned shape \(2, 3\) for 2 texts of dim 2"),
+    (lambda texts: [[float("nan"), 1.0] for _ in texts], "embedder: returned a vector with NaN or infinity, "
+                                                         "for the text 'x p o'"),
+    (lambda texts: [["a", "b"] for _ in texts], "embedder: returned something that is not numbers"),
+])
+def test_an_embedders_bad_vectors_are_refused_and_nothing_is_stored(mem: tm.Memory, vectors, message) -> None:
+    class Bad:
+        dim = 2
+
+        def embed(self, texts: list[str]) -> object:
+            return vectors(texts)
+
+    mem.assert_many([{"subject": s, "predicate": "p", "object": "o"} for s in ("x", "y")])
+    with pytest.raises(tm.TempomemError, match=message):
+        mem.embed(Bad())
+    assert mem.sql("SELECT count(*) FROM facts WHERE embedding IS NOT NULL").fetchall() == [(0,)]
+    with pytest.raises(tm.TempomemError, match=r"embedder: expected an object with dim \(an int\) and embed\(texts\)"):
+        mem.embed(lambda texts: vectors(texts))  # a function is not an embedder
 
 
 def test_a_custom_embedder_is_used_for_storage_and_queries(store_path, clock) -> None:
