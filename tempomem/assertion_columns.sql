@@ -11,6 +11,9 @@
 -- Whether a string holds only characters of a superset of Python's whitespace (str.isspace):
 -- ASCII blanks, the separators \x1c-\x1f, NEL and every Unicode separator.
 CREATE OR REPLACE MACRO tm__blank(s) AS regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*');
+-- Whether a number is one an embedding stores: finite, and within FLOAT (32-bit) range, where a
+-- larger one would become infinity (writepath.FLOAT32_MAX).
+CREATE OR REPLACE MACRO tm__float32(x) AS x IS NOT NULL AND isfinite(x) AND abs(x) <= 3.4028234663852886e38;
 
 -- @part assertions
 WITH i AS (
@@ -39,7 +42,7 @@ SELECT c.op,
        CAST(NULL AS VARCHAR) AS reason,
        coalesce(c.text, concat_ws(' ', c.subject, c.predicate, c.object)) AS text,
        coalesce(nullif(c.source, ''), 'user') AS source, coalesce(c.confidence, 0.9) AS confidence,
-       'api' AS origin, CAST(NULL AS VARCHAR) AS attributes, CAST(c.embedding AS FLOAT[]) AS embedding,
+       'api' AS origin, CAST(NULL AS VARCHAR) AS attributes, TRY_CAST(c.embedding AS FLOAT[]) AS embedding,
        coalesce(nullif(c.link_type, ''), 'entity') AS link_type, coalesce(c.weight, 1.0) AS weight,
        NOT (list_bool_or(c.required_bad) OR list_bool_or(c.default_bad) OR len(c.artifacts_bad) > 0
             OR coalesce(contains(c.text, chr(0)), false)
@@ -50,6 +53,6 @@ SELECT c.op,
             OR (c.valid_to_text IS NOT NULL AND c.vt IS NULL)
             OR (c.reference_time_text IS NOT NULL AND c.rt IS NULL)
             OR coalesce(c.vf > c.vt, false)
-            OR coalesce(len(list_filter(c.embedding, lambda x: x IS NULL OR isnan(x))) > 0, false)) AS accepted
+            OR coalesce(len(list_filter(c.embedding, lambda x: NOT tm__float32(x))) > 0, false)) AS accepted
 FROM checked AS c
 ORDER BY c.op

@@ -62,6 +62,11 @@ def _clean_string(value: Any, field: str, row: int | None, *, required: bool = T
     return value
 
 
+#: The largest number an embedding stores (FLOAT, 32 bits): a larger one, or an infinity, would be
+#: stored as an infinity and make every recall score of the fact NaN.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _clean_number(value: Any, field: str, row: int | None, lo: float, hi: float) -> float:
     try:
         number = float(value)
@@ -111,7 +116,7 @@ def new_assertion(values: dict[str, Any], row: int | None = None) -> dict[str, A
             artifacts.append(_clean_string(item, name, row))  # type: ignore[arg-type]
     embedding = values.get("embedding")
     if embedding is not None:
-        embedding = [_clean_number(x, "embedding", row, -math.inf, math.inf) for x in embedding]
+        embedding = [_clean_number(x, "embedding", row, -FLOAT32_MAX, FLOAT32_MAX) for x in embedding]
     return {
         "scope": scope, "subject": subject, "predicate": predicate, "object": obj,
         "text": text if text is not None else f"{subject} {predicate} {obj}",

@@ -48,7 +48,8 @@ def _clean_row(draw):
     return row
 
 
-_NUMBER = st.one_of(st.floats(-2, 2), st.just(float("nan")))
+# past FLOAT's range (1e39) an embedding's number would be stored as an infinity
+_NUMBER = st.one_of(st.floats(-2, 2), st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e39, -3e38]))
 
 
 @st.composite
@@ -140,3 +141,17 @@ def test_most_clean_batches_are_read_column_wise():
     got = assertion_columns.checked(rows)
     assert got is not None
     assert got.cast(_row_by_row(rows).schema).equals(_row_by_row(rows))
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), 1e39, None])
+def test_an_embedding_of_numbers_a_float_cannot_hold_is_refused_on_every_path(mem, bad):
+    rows = [{"subject": f"s{i}", "predicate": "p", "object": "o", "embedding": [0.5, 1.0]} for i in range(3)]
+    rows[1]["embedding"] = [bad, 1.0]
+    for batch in (rows[1:2], rows * 1000):  # row by row, and read a column at a time (3,000 rows)
+        with pytest.raises(tm.TempomemError, match="embedding: "):
+            mem.assert_many(batch)
+    frame = pl.DataFrame({"subject": ["s"], "predicate": ["p"], "object": ["o"], "recorded_at": ["2026-01-01"],
+                          "embedding": [[bad, 1.0]]}, schema_overrides={"embedding": pl.List(pl.Float64)})
+    assert mem.backfill(frame).rejected.select("field", "reason").rows() == [
+        ("embedding", "expected a list of finite numbers (each within the range of a 32-bit float)")]
+    assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]

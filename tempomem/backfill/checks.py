@@ -149,6 +149,9 @@ class Loader:
              "'expected a list of strings (or a JSON list)'"),
             (f"{has('embedding')} AND embedding IS NULL", "embedding", raw("embedding"),
              "'expected a list of numbers'"),
+            # an item NULL, not finite, or beyond FLOAT's range (which the cast made NULL)
+            ("len(list_filter(embedding, lambda x: x IS NULL OR NOT isfinite(x))) > 0", "embedding",
+             raw("embedding"), "'expected a list of finite numbers (each within the range of a 32-bit float)'"),
             ("status IS NOT NULL AND NOT list_contains($statuses, status)", "status", "status",
              "'must be one of ' || array_to_string($statuses, ', ') || ' (erased facts cannot be loaded)'"),
         ]
