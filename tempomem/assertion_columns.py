@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import frames
 from .connection import sql_parts
-from .schema import LINK_TYPES, positions
+from .schema import LINK_TYPES, MAX_WEIGHT, positions
 from .timegrammar import TEXT_TIME_MACRO
 from .writepath import new_assertion
 
@@ -106,7 +106,8 @@ def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     con.execute(_parts()["macros"])
     con.register("_tm_assertions_in", pa.table(columns))
     try:
-        out = con.sql(_parts()["assertions"], params={"link_types": list(LINK_TYPES)}).to_arrow_table()
+        params = {"link_types": list(LINK_TYPES), "max_weight": MAX_WEIGHT}
+        out = con.sql(_parts()["assertions"], params=params).to_arrow_table()
     finally:
         con.close()
     if out.num_rows != table.num_rows or not out.column("accepted").to_numpy(zero_copy_only=False).all():

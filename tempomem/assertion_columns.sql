@@ -48,7 +48,7 @@ SELECT c.op,
             OR coalesce(contains(c.text, chr(0)), false)
             OR coalesce(c.link_type <> '' AND NOT list_contains($link_types, c.link_type), false)
             OR coalesce(isnan(c.confidence) OR c.confidence NOT BETWEEN 0 AND 1, false)
-            OR coalesce(isnan(c.weight) OR c.weight NOT BETWEEN 0 AND 1e12, false)
+            OR coalesce(isnan(c.weight) OR c.weight NOT BETWEEN 0 AND $max_weight, false)
             OR (c.valid_from_text IS NOT NULL AND c.vf IS NULL)
             OR (c.valid_to_text IS NOT NULL AND c.vt IS NULL)
             OR (c.reference_time_text IS NOT NULL AND c.rt IS NULL)

@@ -81,6 +81,8 @@ STATS_COLUMNS = ("revision", "valid_from", "valid_to", "recorded_at", "retracted
 
 STATUSES = ("live", "ended", "superseded", "retracted", "erased")
 LINK_TYPES = ("entity", "semantic", "temporal", "causal")
+#: The largest link weight a write takes (every path: the write path, a large batch, backfill).
+MAX_WEIGHT = 1e12
 ARITIES = ("single", "multi")
 POLICIES = ("last_write_wins", "reject")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
 from .ids import new_fact_id
-from .schema import FACT_COLUMNS, LINK_TYPES, PREVIOUS, PREVIOUS_COLUMNS
+from .schema import FACT_COLUMNS, LINK_TYPES, MAX_WEIGHT, PREVIOUS, PREVIOUS_COLUMNS
 from .temporal import decisions
 from .temporal.intervals import overlaps, start_key
 from .times import to_utc
@@ -101,7 +101,7 @@ def new_assertion(values: dict[str, Any], row: int | None = None) -> dict[str, A
     confidence = values.get("confidence")
     confidence = 0.9 if confidence is None else _clean_number(confidence, "confidence", row, 0.0, 1.0)
     weight = values.get("weight")
-    weight = 1.0 if weight is None else _clean_number(weight, "weight", row, 0.0, 1e12)
+    weight = 1.0 if weight is None else _clean_number(weight, "weight", row, 0.0, MAX_WEIGHT)
     valid_from = _time(values.get("valid_from"), "valid_from", row)
     valid_to = _time(values.get("valid_to"), "valid_to", row)
     if valid_from is not None and valid_to is not None and valid_from > valid_to:

@@ -60,7 +60,7 @@ def _row(draw):
                          ("text", st.one_of(st.none(), _TEXT)),
                          ("link_type", st.sampled_from([None, "", "entity", "causal", "semantic", "bogus"])),
                          ("confidence", st.one_of(st.none(), st.one_of(st.floats(-0.5, 1.5), st.just(float("nan"))))),
-                         ("weight", st.one_of(st.none(), st.integers(-1, 3))),
+                         ("weight", st.one_of(st.none(), st.integers(-1, 3), st.sampled_from([1e13, float("inf")]))),
                          ("artifact", st.one_of(st.none(), _TEXT)),
                          ("artifacts", st.one_of(st.none(), st.lists(st.one_of(_TEXT, st.none()), max_size=3))),
                          ("embedding", st.one_of(st.none(), st.lists(_NUMBER, max_size=3)))):
@@ -155,3 +155,16 @@ def test_an_embedding_of_numbers_a_float_cannot_hold_is_refused_on_every_path(me
     assert mem.backfill(frame).rejected.select("field", "reason").rows() == [
         ("embedding", "expected a list of finite numbers (each within the range of a 32-bit float)")]
     assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("weight", [float("inf"), 1e13, -1.0])
+def test_a_weight_past_the_limit_is_refused_on_every_path(mem, weight):
+    rows = [{"subject": f"s{i}", "predicate": "p", "object": "o", "weight": 1.0} for i in range(3)]
+    rows[1]["weight"] = weight
+    for batch in (rows[1:2], rows * 1000):
+        with pytest.raises(tm.TempomemError, match=r"weight: must be between 0\.0 and 1000000000000\.0"):
+            mem.assert_many(batch)
+    frame = pl.DataFrame({"subject": ["s"], "predicate": ["p"], "object": ["o"], "recorded_at": ["2026-01-01"],
+                          "weight": [weight]})
+    assert mem.backfill(frame).rejected.select("field", "reason").rows() == [
+        ("weight", "must be a number from 0 to 1000000000000.0")]

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ..connection import quote, sql_parts
 from ..ids import FACT_ID_MACRO
-from ..schema import LINK_TYPES
+from ..schema import LINK_TYPES, MAX_WEIGHT
 from ..timegrammar import reason_sql, time_sql
 from .columns import BELIEF_STATUSES, INPUT_COLUMNS, NUMBERS, STRINGS, TIMES
 
@@ -139,8 +139,8 @@ class Loader:
              "'retracted_before_recorded: retracted_at is before recorded_at'"),
             (f"{has('confidence')} AND (confidence IS NULL OR isnan(confidence) OR confidence < 0 OR confidence > 1)",
              "confidence", raw("confidence"), "'must be a number between 0 and 1'"),
-            (f"{has('weight')} AND (weight IS NULL OR isnan(weight) OR weight < 0)", "weight", raw("weight"),
-             "'must be a number >= 0'"),
+            (f"{has('weight')} AND (weight IS NULL OR isnan(weight) OR weight NOT BETWEEN 0 AND $max_weight)", "weight",
+             raw("weight"), "'must be a number from 0 to ' || $max_weight"),
             ("link_type IS NOT NULL AND NOT list_contains($link_types, link_type)", "link_type", "link_type",
              "'must be one of ' || array_to_string($link_types, ', ')"),
             (f"{has('valid_from_inferred')} AND valid_from_inferred IS NULL", "valid_from_inferred",
@@ -172,7 +172,7 @@ class Loader:
         bad_value = "CASE _bad " + " ".join(f"WHEN {i} THEN {v}" for i, (_, _, v, _) in enumerate(rules)) + " END"
         bad_reason = "CASE _bad " + " ".join(f"WHEN {i} THEN {r}" for i, (_, _, _, r) in enumerate(rules)) + " END"
         sources = ", ".join(f"_src_{n}" for n in _RAW)
-        self.params.update(params, link_types=list(LINK_TYPES), statuses=list(BELIEF_STATUSES))
+        self.params.update(params, link_types=list(LINK_TYPES), statuses=list(BELIEF_STATUSES), max_weight=MAX_WEIGHT)
         absent = "".join(f", {name}" for name in self.absent)
         # A column the input lacks is NULL in every row: it cannot tell two rows apart.
         hashed = ", ".join(c for c in ROW_VALUES if c not in self.absent)
