@@ -777,6 +777,16 @@ def test_a_csv_line_without_the_headers_fields_is_refused_by_its_number(mem: tm.
     assert mem.backfill(path).loaded == 2  # the quoted line break is a value, not a line
 
 
+@pytest.mark.parametrize("field", ["subject", "object", "text", "source", "scope", "reason", "fact_id"])
+def test_a_nul_character_in_any_text_is_refused_as_the_write_path_refuses_it(mem: tm.Memory, field: str) -> None:
+    row = {"subject": "s", "predicate": "p", "object": "o", "recorded_at": "2026-01-01", field: "a\x00b"}
+    report = mem.backfill(pl.DataFrame({k: [v] for k, v in row.items()}))
+    assert report.rejected.rows() == [(0, field, "a\\0b", "contains a NUL character")]
+    assert report.loaded == 0
+    with pytest.raises(tm.TempomemError, match="contains a NUL character"):
+        mem.assert_fact("s", "p", "a\x00b")
+
+
 def test_arrow_stream_and_empty_input(mem: tm.Memory) -> None:
     table = pa.table({"subject": ["a"], "predicate": ["p"], "object": ["x"], "recorded_at": ["2025-01-01"]})
     assert mem.backfill(table.to_reader()).loaded == 1

@@ -116,6 +116,10 @@ class Loader:
         rules: list[tuple[str, str, str, str]] = []
         for name in ("subject", "predicate", "object"):
             rules.append((f"{name} IS NULL", name, f"CAST({name} AS VARCHAR)", "'required, got nothing'"))
+        # refused as the write path refuses them: no path stores what another refuses (PostgreSQL's
+        # text, for one, holds no NUL)
+        rules += [(f"coalesce(contains({name}, chr(0)), false)", name, f"replace({name}, chr(0), '\\0')",
+                   "'contains a NUL character'") for name in STRINGS if name in self.columns]
 
         def unreadable(name: str) -> str:
             why = reason_sql(f"_src_{name}", self.columns.get(name, ""), self.epoch_unit)
