@@ -8,10 +8,18 @@
 -- the time grammar (timegrammar.time_sql).
 
 -- @part macros
--- Text that is empty or only spaces (what trim() removes) is no value: a blank subject is a
--- missing one. trim() copies the text, so it only runs on the rare values starting with a space.
+-- Text that is empty or only spaces (what trim() removes) is given as no value: a blank time is
+-- a missing one. trim() copies the text, so it only runs on the rare values starting with a space.
 CREATE OR REPLACE TEMP MACRO tm__bf_blank(v) AS (v = '' OR (starts_with(v, ' ') AND trim(v) = ''));
-CREATE OR REPLACE TEMP MACRO tm__bf_text(v) AS CASE WHEN tm__bf_blank(v) THEN NULL ELSE v END;
+-- A text field (subject, object, source, ...) of white space alone is no value either, white
+-- space being what the write path's str.strip() removes (a superset of Python's, as
+-- assertion_columns.sql reads it: ASCII blanks, \x1c-\x1f, NEL and every Unicode separator). The
+-- pattern only runs on the rare values whose first character is one (or a control character).
+CREATE OR REPLACE TEMP MACRO tm__bf_white(v) AS (v = '' OR (
+    (unicode(v) <= 32 OR unicode(v) IN (133, 160, 5760, 8232, 8233, 8239, 8287, 12288)
+     OR unicode(v) BETWEEN 8192 AND 8202)
+    AND regexp_full_match(v, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*')));
+CREATE OR REPLACE TEMP MACRO tm__bf_text(v) AS CASE WHEN tm__bf_white(v) THEN NULL ELSE v END;
 -- A value of another type, as text: a nested one (a JSON object or list read from JSON Lines,
 -- a struct, map or list column) as its JSON text, never as DuckDB's own text form of it.
 CREATE OR REPLACE TEMP MACRO tm__bf_text_of(v) AS

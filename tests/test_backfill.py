@@ -787,6 +787,17 @@ def test_a_nul_character_in_any_text_is_refused_as_the_write_path_refuses_it(mem
         mem.assert_fact("s", "p", "a\x00b")
 
 
+@pytest.mark.parametrize("blank", ["\t", "\n", " \t ", "\u3000", "\xa0", "\x1f"])
+def test_white_space_alone_is_no_value_as_the_write_path_reads_it(mem: tm.Memory, blank: str) -> None:
+    frame = pl.DataFrame({"subject": [blank, " x"], "predicate": ["p", "p"], "object": ["o", "o"],
+                          "recorded_at": ["2026-01-01", "2026-01-01"]})
+    report = mem.backfill(frame)
+    assert report.rejected.select("row", "field", "reason").rows() == [(0, "subject", "required, got nothing")]
+    assert mem.sql("SELECT subject FROM facts").fetchall() == [(" x",)]  # text around a value stays
+    with pytest.raises(tm.TempomemError, match="subject: must not be empty"):
+        mem.assert_fact(blank, "p", "o")
+
+
 def test_arrow_stream_and_empty_input(mem: tm.Memory) -> None:
     table = pa.table({"subject": ["a"], "predicate": ["p"], "object": ["x"], "recorded_at": ["2025-01-01"]})
     assert mem.backfill(table.to_reader()).loaded == 1
