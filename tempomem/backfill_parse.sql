@@ -18,7 +18,7 @@ CREATE OR REPLACE TEMP MACRO tm__bf_blank(v) AS (v = '' OR (starts_with(v, ' ') 
 CREATE OR REPLACE TEMP MACRO tm__bf_white(v) AS (v = '' OR (
     (unicode(v) <= 32 OR unicode(v) IN (133, 160, 5760, 8232, 8233, 8239, 8287, 12288)
      OR unicode(v) BETWEEN 8192 AND 8202)
-    AND regexp_full_match(v, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*')));
+    AND regexp_full_match(v, '[\t\n\x0b\x0c\r\x1c-\x1f \x85\pZ]*')));
 CREATE OR REPLACE TEMP MACRO tm__bf_text(v) AS CASE WHEN tm__bf_white(v) THEN NULL ELSE v END;
 -- A value of another type, as text: a nested one (a JSON object or list read from JSON Lines,
 -- a struct, map or list column) as its JSON text, never as DuckDB's own text form of it.
