@@ -144,7 +144,7 @@ class Engine:
         whether the lock is still wanted; when it says no, this yields ``None`` without it.
         Re-entered by the thread that holds it, it just yields (flock would deadlock).
         """
-        with self._lock:
+        with self._lock, self.storage.files_present():
             if self._owner is not None:  # only the holder of the RLock can see it set
                 yield self
                 return
@@ -334,10 +334,10 @@ class Engine:
             request.done = True
         return True
 
-    @staticmethod
-    def _answer(request: _Request) -> list[Fact]:
+    def _answer(self, request: _Request) -> list[Fact]:
         if request.error is not None:
-            raise request.error
+            with self.storage.files_present():  # an error of the leader's commit, in this thread
+                raise request.error
         assert request.facts is not None
         return request.facts
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from .connection import bind_files, new_connection
-from .errors import TempomemError
 from .pointread import PointReader
 
 if TYPE_CHECKING:
@@ -65,12 +63,12 @@ class Reader:
         """``fn(connection, files, *args)`` under the lock, ``files`` the newest version's data
         files: for a query that reads them itself and no view, which are then not bound to the
         version (~5 ms after each commit at 10M revisions)."""
-        with self.lock, self._files_on_disk():
+        with self.lock, self.storage.files_present():
             return fn(self._own_connection(), self.storage.snapshot().files, *args)
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(connection, *args, **kwargs)`` under the lock."""
-        with self.lock, self._files_on_disk():
+        with self.lock, self.storage.files_present():
             return fn(self.connection(), *args, **kwargs)
 
     def read_subject(self, subject: str | None, scope: str | None, predicate: str | None, facts_only: bool,
@@ -79,24 +77,11 @@ class Reader:
         ``subject`` (and ``scope``, ``predicate`` when given): over that subject's rows alone
         (:mod:`tempomem.pointread`; ``facts_only`` when it reads only the ``facts`` view), or
         over the whole version when no subject is given or :attr:`point_reads` is off."""
-        with self.lock, self._files_on_disk():
+        with self.lock, self.storage.files_present():
             if subject is None or not self.point_reads:
                 return fn(self.connection(), *args, **kwargs)
             files = self.storage.snapshot().files
             return self._points.read(files, subject, scope, predicate, facts_only, fn, *args, **kwargs)
-
-    @contextmanager
-    def _files_on_disk(self) -> Iterator[None]:
-        """A read that fails on a data file the version lists but the disk lacks (a damaged copy
-        of the store) raises one line naming it, not the reader's error; ``check()`` lists all."""
-        try:
-            yield
-        except (FileNotFoundError, duckdb.IOException):
-            missing = self.storage.missing_files()
-            if not missing:
-                raise
-            raise TempomemError(f"store: {len(missing)} data file(s) of the newest version are missing from disk "
-                                f"(first: {missing[0]}); check() (tempomem check) lists them") from None
 
     def now(self) -> datetime:
         """The store clock's current time."""

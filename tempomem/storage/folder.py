@@ -16,9 +16,13 @@ import shutil
 import tempfile
 import threading
 import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from ..errors import TempomemError
@@ -164,7 +168,7 @@ class Storage:
             file.unlink(missing_ok=True)
             raise
         version = self._commit_files([file], "append", info=info)
-        self.compact_if_needed()
+        self._after_commit("merging small files", self.compact_if_needed)
         return version, str(file.resolve())
 
     def new_file_path(self) -> Path:
@@ -181,7 +185,7 @@ class Storage:
         """
         version = self._commit_files(files, "overwrite" if replace_all else "append")
         if not replace_all:
-            self.compact_if_needed()
+            self._after_commit("merging small files", self.compact_if_needed)
         return version
 
     def _commit_files(self, files: list[Path], mode: str, replaced: list[str] | None = None,
@@ -200,7 +204,7 @@ class Storage:
                 if not log.put_append(self.path, version, [log.add_action(*e) for e in entries], info):
                     version = None  # another program took that version: deltalake resolves it
                 elif version % log.CHECKPOINT_INTERVAL == 0:
-                    run(delta.op_checkpoint, self._uri)
+                    self._after_commit("writing a checkpoint", lambda: run(delta.op_checkpoint, self._uri))
             if version is None:
                 removed = None if replaced is None else [(self._relative(f), os.path.getsize(f)) for f in replaced]
                 run(delta.op_add_files, self._uri, entries, mode, removed, info)
@@ -217,6 +221,17 @@ class Storage:
             self._snapshot = Snapshot(version, kept + tuple(str(f.resolve()) for f in files))
             self._newest = max(self._newest, version)
         return version
+
+    @staticmethod
+    def _after_commit(what: str, step: Callable[[], object]) -> None:
+        """Run ``step``, housekeeping after a commit has landed: whatever it meets, the commit
+        stands, so its failure is a warning (the next commit tries again), never the commit's
+        error, which would tell a caller that a write it made did not happen."""
+        try:
+            step()
+        except Exception as exc:
+            warnings.warn(f"tempomem: the commit landed, but {what} failed ({str(exc).splitlines()[0]}); the next "
+                          "commit tries again", RuntimeWarning, stacklevel=3)
 
     def _plain_appends(self) -> bool:
         if self._plain is None:
@@ -239,7 +254,7 @@ class Storage:
         keyed = table.select(["fact_id", "revision", "embedding"]).cast(pa.schema(
             [EVENT_SCHEMA.field("fact_id"), EVENT_SCHEMA.field("revision"), EVENT_SCHEMA.field("embedding")]))
         version = run(delta.op_set_embeddings, self._uri, keyed)
-        self.compact_if_needed()
+        self._after_commit("merging small files", self.compact_if_needed)
         return version
 
     def compact_if_needed(self) -> bool:
@@ -351,6 +366,20 @@ class Storage:
     def missing_files(self) -> list[str]:
         """The newest version's data files that are not on disk (a damaged copy of the store)."""
         return [f for f in self.snapshot().files if not os.path.exists(f)]
+
+    @contextmanager
+    def files_present(self) -> Iterator[None]:
+        """A read or write that fails on a data file the newest version lists but the disk lacks
+        (a damaged copy of the store) raises one line naming it, not the reader's error; any
+        other error passes as it is. ``check()`` lists every missing file."""
+        try:
+            yield
+        except (FileNotFoundError, duckdb.IOException):
+            missing = self.missing_files()
+            if not missing:
+                raise
+            raise TempomemError(f"store: {len(missing)} data file(s) of the newest version are missing from disk "
+                                f"(first: {missing[0]}); check() (tempomem check) lists them") from None
 
     def data_files_on_disk(self) -> list[str]:
         """Parquet files in the folder outside the log and settings folders."""
