@@ -50,7 +50,7 @@ from .spool import GROUP_KEY, Spool, answered, error_answer, fact_answer, keys_o
 from .staterows import as_fact, micros
 from .states import StateCache
 from .storage import Storage
-from .times import EPOCH, MICROSECOND, system_clock, to_utc
+from .times import EPOCH, MICROSECOND, clock_or_system, system_clock, to_utc
 from .writepath import Batch
 
 Clock = Callable[[], datetime]
@@ -118,7 +118,7 @@ class Engine:
 
     def __init__(self, storage: Storage, clock: Clock | None = None) -> None:
         self.storage = storage
-        self._clock: Clock = clock or system_clock
+        self._clock: Clock = clock_or_system(clock)
         self._lock = _thread_lock(storage.path)
         self._owner: int | None = None  # the thread inside exclusive(), if any
         self._pending: list[_Request] = []

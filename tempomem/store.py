@@ -18,12 +18,12 @@ from .diff import MemoryDiff
 from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
 from .reader import Reader
-from .schema import ARITIES, POLICIES, SCHEMA_VERSION, Fact
+from .schema import POLICIES, SCHEMA_VERSION, Fact
 from .staterows import as_fact, latest_revision
 from .storage import Storage
-from .times import TimeLike, to_utc
+from .times import TimeLike, clock_or_system, to_utc
 from .trust import trust_filters
-from .writepath import clean_reason
+from .writepath import check_declaration, clean_reason
 
 Clock = Callable[[], datetime]
 
@@ -42,6 +42,9 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     """
     if policy is not None and policy not in POLICIES:
         raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+    clock = clock_or_system(clock)  # every argument is checked before a store is made
+    for predicate, arity in (predicates or {}).items():
+        check_declaration(predicate, arity, None)
     if not Storage.exists(path):
         if not create:
             raise TempomemError(f"path: no tempomem store at {path}; pass create=True to make one")
@@ -49,10 +52,9 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
                               "predicates": {}, "salt": secrets.token_hex(16)})
     storage = Storage(path)
     stored = storage.read_settings()
-    if stored.get("schema_version") != SCHEMA_VERSION:
-        raise TempomemError(
-            f"path: store schema version {stored.get('schema_version')} is not {SCHEMA_VERSION}; export it with the "
-            f"tempomem that wrote it (tempomem export) and backfill the file into a new store")
+    if (version := stored.get("schema_version")) != SCHEMA_VERSION:
+        raise TempomemError(f"path: store schema version {version} is not {SCHEMA_VERSION}; export it with the "
+                            "tempomem that wrote it (tempomem export) and backfill the file into a new store")
     mem = Memory(storage, clock=clock, embedder=embedder)
     if policy is not None and policy != stored["policy"]:
         mem.reader.engine.update_settings(lambda settings: settings.update(policy=policy))
@@ -86,12 +88,7 @@ class Memory:
         >>> sorted(mem.current("ana")["object"])
         ['api', 'db']
         """
-        if not isinstance(predicate, str) or not predicate.strip():
-            raise TempomemError("predicate: must be a non-empty string")
-        if arity not in ARITIES:
-            raise TempomemError(f"arity: must be one of {', '.join(ARITIES)}, got {arity!r}")
-        if policy is not None and policy not in POLICIES:
-            raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        check_declaration(predicate, arity, policy)
         self._engine.update_settings(
             lambda settings: settings["predicates"].update({predicate: {"arity": arity, "policy": policy}}))
 

@@ -8,9 +8,10 @@ and every frame reader use too. Values are kept to the microsecond, the resoluti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
-from .errors import TimeParseError
+from .errors import TempomemError, TimeParseError
 from .timegrammar import parse_text
 
 UTC = UTC
@@ -60,3 +61,11 @@ def iso(value: datetime | None) -> str | None:
 def system_clock() -> datetime:
     """The real wall clock, in UTC."""
     return datetime.now(UTC)
+
+
+def clock_or_system(clock: Callable[[], datetime] | None) -> Callable[[], datetime]:
+    """``clock`` (``tm.open(..., clock=)``), or the real one when ``None``; refused when it is
+    not something to call, before a first write would find out."""
+    if clock is not None and not callable(clock):
+        raise TempomemError(f"clock: expected a function returning an aware datetime, got {type(clock).__name__}")
+    return clock or system_clock

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
 from .ids import new_fact_id
-from .schema import FACT_COLUMNS, LINK_TYPES, MAX_WEIGHT, PREVIOUS, PREVIOUS_COLUMNS
+from .schema import ARITIES, FACT_COLUMNS, LINK_TYPES, MAX_WEIGHT, POLICIES, PREVIOUS, PREVIOUS_COLUMNS
 from .temporal import decisions
 from .temporal.intervals import overlaps, start_key
 from .times import to_utc
@@ -135,6 +135,16 @@ def clean_reason(reason: Any) -> str:
     if not isinstance(reason, str) or not reason.strip():
         raise TempomemError("reason: a non-empty reason is required")
     return _clean_string(reason, "reason", None)  # type: ignore[return-value]
+
+
+def check_declaration(predicate: Any, arity: Any, policy: Any) -> None:
+    """What ``declare`` (and ``tm.open(predicates=, policy=)``, before it makes a store) refuses."""
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise TempomemError("predicate: must be a non-empty string")
+    if arity not in ARITIES:
+        raise TempomemError(f"arity: must be one of {', '.join(ARITIES)}, got {arity!r}")
+    if policy is not None and policy not in POLICIES:
+        raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
 
 
 # -- one commit -------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import ts
 
@@ -323,6 +325,18 @@ def test_declared_arity_is_stored_with_the_store(store_path, clock):
     again.assert_fact("ada", "works_on", "x", valid_from="2025")
     again.assert_fact("ada", "works_on", "y", valid_from="2025")
     assert sorted(again.current("ada")["object"].to_list()) == ["x", "y"]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"predicates": {"works_on": "many"}}, "arity: must be one of single, multi, got 'many'"),
+    ({"predicates": {" ": "multi"}}, "predicate: must be a non-empty string"),
+    ({"policy": "maybe"}, "policy: must be one of last_write_wins, reject, got 'maybe'"),
+    ({"clock": "now"}, "clock: expected a function returning an aware datetime, got str"),
+])
+def test_open_refuses_a_bad_argument_before_it_makes_a_store(tmp_path, kwargs, message):
+    with pytest.raises(tm.TempomemError, match=re.escape(message)):
+        tm.open(tmp_path / "new", create=True, **kwargs)
+    assert not (tmp_path / "new").exists()  # nothing made (a bad arity came after the store was made)
 
 
 # -- bad input --------------------------------------------------------------------------------------
