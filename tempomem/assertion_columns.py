@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from . import frames
 from .connection import sql_parts
-from .schema import LINK_TYPES, MAX_WEIGHT, positions
+from .schema import FLOAT32_MAX, LINK_TYPES, MAX_WEIGHT, positions
 from .timegrammar import TEXT_TIME_MACRO
 from .writepath import new_assertion
 
@@ -106,7 +106,7 @@ def checked(rows: list[dict[str, Any]] | pa.Table) -> pa.Table | None:
     con.execute(_parts()["macros"])
     con.register("_tm_assertions_in", pa.table(columns))
     try:
-        params = {"link_types": list(LINK_TYPES), "max_weight": MAX_WEIGHT}
+        params = {"link_types": list(LINK_TYPES), "max_weight": MAX_WEIGHT, "float32_max": FLOAT32_MAX}
         out = con.sql(_parts()["assertions"], params=params).to_arrow_table()
     finally:
         con.close()

@@ -11,9 +11,6 @@
 -- Whether a string holds only characters of a superset of Python's whitespace (str.isspace):
 -- ASCII blanks, the separators \x1c-\x1f, NEL and every Unicode separator.
 CREATE OR REPLACE MACRO tm__blank(s) AS regexp_full_match(s, '[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\p{Z}]*');
--- Whether a number is one an embedding stores: finite, and within FLOAT (32-bit) range, where a
--- larger one would become infinity (writepath.FLOAT32_MAX).
-CREATE OR REPLACE MACRO tm__float32(x) AS x IS NOT NULL AND isfinite(x) AND abs(x) <= 3.4028234663852886e38;
 
 -- @part assertions
 WITH i AS (
@@ -53,6 +50,9 @@ SELECT c.op,
             OR (c.valid_to_text IS NOT NULL AND c.vt IS NULL)
             OR (c.reference_time_text IS NOT NULL AND c.rt IS NULL)
             OR coalesce(c.vf > c.vt, false)
-            OR coalesce(len(list_filter(c.embedding, lambda x: NOT tm__float32(x))) > 0, false)) AS accepted
+            -- an embedding's number: finite and within FLOAT's range ($float32_max), where a larger one
+            -- would become an infinity
+            OR coalesce(len(list_filter(c.embedding, lambda x: x IS NULL OR NOT isfinite(x) OR abs(x) > $float32_max))
+                        > 0, false)) AS accepted
 FROM checked AS c
 ORDER BY c.op

@@ -96,9 +96,9 @@ def _vectors_table(fact_ids: pa.Array, revisions: pa.Array, vectors: np.ndarray)
 
 
 def _embed_texts(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """``embedder``'s vectors of ``texts``, refused unless one row of ``dim`` finite numbers a text
-    (a NaN stored would make every later recall's scores NaN, silently)."""
-    _check_embedder(embedder)
+    """``embedder``'s vectors of ``texts`` (an embedder :func:`_matching_embedder` took), refused
+    unless one row of ``dim`` finite numbers a text (a NaN stored would make every later recall's
+    scores NaN, silently)."""
     try:
         vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
     except (TypeError, ValueError) as exc:

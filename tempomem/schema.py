@@ -83,6 +83,9 @@ STATUSES = ("live", "ended", "superseded", "retracted", "erased")
 LINK_TYPES = ("entity", "semantic", "temporal", "causal")
 #: The largest link weight a write takes (every path: the write path, a large batch, backfill).
 MAX_WEIGHT = 1e12
+#: The largest number an embedding stores (FLOAT, 32 bits): a larger one, or an infinity, would be
+#: stored as an infinity and make every recall score of the fact NaN.
+FLOAT32_MAX = 3.4028234663852886e38
 ARITIES = ("single", "multi")
 POLICIES = ("last_write_wins", "reject")
 

@@ -18,12 +18,12 @@ from .diff import MemoryDiff
 from .engine import Engine
 from .errors import FactNotFoundError, TempomemError
 from .reader import Reader
-from .schema import POLICIES, SCHEMA_VERSION, Fact
+from .schema import SCHEMA_VERSION, Fact
 from .staterows import as_fact, latest_revision
 from .storage import Storage
 from .times import TimeLike, clock_or_system, to_utc
 from .trust import trust_filters
-from .writepath import check_declaration, clean_reason
+from .writepath import check_declaration, check_policy, clean_reason
 
 Clock = Callable[[], datetime]
 
@@ -40,8 +40,7 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     >>> mem.assert_fact("checkout-api", "instance_type", "m5.xlarge").status
     'live'
     """
-    if policy is not None and policy not in POLICIES:
-        raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+    check_policy(policy)
     clock = clock_or_system(clock)  # every argument is checked before a store is made
     for predicate, arity in (predicates or {}).items():
         check_declaration(predicate, arity, None)

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ClockError, ConflictError, FactNotFoundError, TempomemError
 from .ids import new_fact_id
-from .schema import ARITIES, FACT_COLUMNS, LINK_TYPES, MAX_WEIGHT, POLICIES, PREVIOUS, PREVIOUS_COLUMNS
+from .schema import ARITIES, FACT_COLUMNS, FLOAT32_MAX, LINK_TYPES, MAX_WEIGHT, POLICIES, PREVIOUS, PREVIOUS_COLUMNS
 from .temporal import decisions
 from .temporal.intervals import overlaps, start_key
 from .times import to_utc
@@ -60,11 +60,6 @@ def _clean_string(value: Any, field: str, row: int | None, *, required: bool = T
     if "\x00" in value:
         raise TempomemError(f"{_where(row)}{field}: contains a NUL character")
     return value
-
-
-#: The largest number an embedding stores (FLOAT, 32 bits): a larger one, or an infinity, would be
-#: stored as an infinity and make every recall score of the fact NaN.
-FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _clean_number(value: Any, field: str, row: int | None, lo: float, hi: float) -> float:
@@ -143,6 +138,11 @@ def check_declaration(predicate: Any, arity: Any, policy: Any) -> None:
         raise TempomemError("predicate: must be a non-empty string")
     if arity not in ARITIES:
         raise TempomemError(f"arity: must be one of {', '.join(ARITIES)}, got {arity!r}")
+    check_policy(policy)
+
+
+def check_policy(policy: Any) -> None:
+    """A policy of single-valued predicates (a predicate's, or the store's default); ``None``: none given."""
     if policy is not None and policy not in POLICIES:
         raise TempomemError(f"policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
 
