@@ -26,7 +26,9 @@ checked AS (
     SELECT i.*,
            list_transform([i.subject, i.predicate, i.object], lambda s: s IS NULL
                OR tm__blank(s) OR contains(s, chr(0))) AS required_bad,
-           list_transform([i.scope, i.source], lambda s: s IS NOT NULL AND s <> ''
+           -- an optional string of white space is no value for writepath too (its default), but
+           -- tm__blank may hold more than Python's whitespace: such a row is left to writepath
+           list_transform([i.scope, i.source, i.text], lambda s: s IS NOT NULL AND s <> ''
                AND (tm__blank(s) OR contains(s, chr(0)))) AS default_bad,
            list_filter(i.given_artifacts, lambda s: s IS NULL
                OR tm__blank(s) OR contains(s, chr(0))) AS artifacts_bad
@@ -37,12 +39,11 @@ SELECT c.op,
        c.vf AS valid_from, c.vt AS valid_to, c.vf IS NULL AS valid_from_inferred, c.rt AS reference_time,
        list_filter(c.given_artifacts, lambda a, k: list_position(c.given_artifacts, a) = k) AS artifacts,
        CAST(NULL AS VARCHAR) AS reason,
-       coalesce(c.text, concat_ws(' ', c.subject, c.predicate, c.object)) AS text,
+       coalesce(nullif(c.text, ''), concat_ws(' ', c.subject, c.predicate, c.object)) AS text,
        coalesce(nullif(c.source, ''), 'user') AS source, coalesce(c.confidence, 0.9) AS confidence,
        'api' AS origin, CAST(NULL AS VARCHAR) AS attributes, TRY_CAST(c.embedding AS FLOAT[]) AS embedding,
        coalesce(nullif(c.link_type, ''), 'entity') AS link_type, coalesce(c.weight, 1.0) AS weight,
        NOT (list_bool_or(c.required_bad) OR list_bool_or(c.default_bad) OR len(c.artifacts_bad) > 0
-            OR coalesce(contains(c.text, chr(0)), false)
             OR coalesce(c.link_type <> '' AND NOT list_contains($link_types, c.link_type), false)
             OR coalesce(isnan(c.confidence) OR c.confidence NOT BETWEEN 0 AND 1, false)
             OR coalesce(isnan(c.weight) OR c.weight NOT BETWEEN 0 AND $max_weight, false)

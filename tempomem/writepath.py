@@ -49,14 +49,19 @@ def _where(row: int | None) -> str:
 
 
 def _clean_string(value: Any, field: str, row: int | None, *, required: bool = True) -> str | None:
+    """``value`` as a field's text. Text of white space alone (what ``str.strip()`` removes) is
+    no value, as backfill reads it: a required field refuses it, an optional one takes its
+    default (``None`` here), so that no path stores a blank the others would read as missing."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         if required:
             raise TempomemError(f"{_where(row)}{field}: required, got nothing")
         return None
     if not isinstance(value, str):
         raise TempomemError(f"{_where(row)}{field}: expected a string, got {type(value).__name__} {value!r}")
-    if required and not value.strip():
-        raise TempomemError(f"{_where(row)}{field}: must not be empty")
+    if not value.strip():
+        if required:
+            raise TempomemError(f"{_where(row)}{field}: must not be empty")
+        return None
     if "\x00" in value:
         raise TempomemError(f"{_where(row)}{field}: contains a NUL character")
     return value
@@ -87,10 +92,10 @@ def new_assertion(values: dict[str, Any], row: int | None = None) -> dict[str, A
     subject = _clean_string(values.get("subject"), "subject", row)
     predicate = _clean_string(values.get("predicate"), "predicate", row)
     obj = _clean_string(values.get("object"), "object", row)
-    scope = _clean_string(values.get("scope", "default") or "default", "scope", row)
-    source = _clean_string(values.get("source", "user") or "user", "source", row)
+    scope = _clean_string(values.get("scope"), "scope", row, required=False) or "default"
+    source = _clean_string(values.get("source"), "source", row, required=False) or "user"
     text = _clean_string(values.get("text"), "text", row, required=False)
-    link_type = values.get("link_type") or "entity"
+    link_type = _clean_string(values.get("link_type"), "link_type", row, required=False) or "entity"
     if link_type not in LINK_TYPES:
         raise TempomemError(f"{_where(row)}link_type: must be one of {', '.join(LINK_TYPES)}, got {link_type!r}")
     confidence = values.get("confidence")

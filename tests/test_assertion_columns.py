@@ -39,7 +39,8 @@ def _clean_row(draw):
     """A row new_assertion accepts but for the order of its times."""
     row = {"subject": draw(_GOOD), "predicate": draw(st.sampled_from(["p", "q"])), "object": draw(_GOOD)}
     for name, values in (("valid_from", _CLEAN_TIME), ("valid_to", _CLEAN_TIME), ("reference_time", _CLEAN_TIME),
-                         ("scope", st.sampled_from(["", "s", None])), ("text", st.one_of(st.none(), _GOOD)),
+                         ("scope", st.sampled_from(["", "s", None])),
+                         ("text", st.one_of(st.sampled_from([None, ""]), _GOOD)),
                          ("link_type", st.sampled_from([None, "", "temporal"])),
                          ("confidence", st.floats(0, 1)), ("artifact", _GOOD),
                          ("artifacts", st.lists(_GOOD, max_size=3))):
@@ -116,6 +117,22 @@ def test_a_clean_frame_is_read_column_wise():
     naive = assertion_columns.checked([{"subject": "a", "predicate": "p", "object": "x",
                                         "valid_from": datetime(2024, 1, 1, 8)}])
     assert naive is not None and naive.column("valid_from")[0].as_py() == datetime(2024, 1, 1, 8, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t\n", "\u3000"])
+def test_an_optional_string_of_white_space_takes_its_default_on_every_path(mem, blank):
+    """As backfill reads it: a blank text, scope, source or link type is no value, so a store
+    never holds a blank that an export read back by backfill would turn into the default."""
+    row = {"subject": "svc", "predicate": "p", "object": "x", "text": blank, "scope": blank, "source": blank,
+           "link_type": blank}
+    one = new_assertion(row)
+    assert (one["text"], one["scope"], one["source"], one["link_type"]) == ("svc p x", "default", "user", "entity")
+    batch = [dict(row, subject=f"s{i}") for i in range(3000)]  # read a column at a time, or left to the rows
+    facts = mem.assert_many(batch)
+    assert {(f.text, f.scope, f.source, f.link_type) for f in facts[:2]} == {
+        ("s0 p x", "default", "user", "entity"), ("s1 p x", "default", "user", "entity")}
+    assert mem.sql("SELECT count(*) FROM facts WHERE text = concat_ws(' ', subject, predicate, object) "
+                   "AND scope = 'default' AND source = 'user' AND link_type = 'entity'").fetchall() == [(3000,)]
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -706,11 +706,16 @@ def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock,
     clock.set("2025-03-01T00:00:00Z")
     mem.correct(a.fact_id, reason="never was")
     mem.backfill([row("db", "pg", artifacts=["x", "y"], embedding=[0.1, 0.25], ticket="T-1", confidence=0.7)])
+    # text a CSV must quote, and a blank one (stored as the default, so not read back as another)
+    mem.assert_fact(" cache ", "note", "NULL", text='said "no", then\r\nyes ', source="a,b", artifact="x\ny")
+    mem.assert_fact("cache", "note", "\\N", text=" \t")
     out = tmp_path / f"export.{fmt}"
-    assert tm.export.export(mem, out, fmt) == 5  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1
+    assert tm.export.export(mem, out, fmt) == 7  # api: 3 revisions of m5.large, 1 of m5.xlarge; db: 1; 2 notes
     copy = tm.open(tmp_path / "copy", create=True)
     report = copy.backfill(out)
-    assert report.rejected.height == 0 and report.loaded == 5
+    assert report.rejected.height == 0 and report.loaded == 7
+    assert copy.sql("SELECT text FROM facts WHERE predicate = 'note' ORDER BY subject").fetchall() == [
+        ('said "no", then\r\nyes ',), ("cache note \\N",)]
     assert _comparable(copy).drop("origin").equals(_comparable(mem).drop("origin"))
     assert set(_comparable(copy)["origin"]) == {"backfill"}
 
