@@ -255,8 +255,8 @@ def test_a_data_file_missing_from_disk_is_named_by_reads_and_check(mem, moved, s
     assert len(files) == 2  # the two commits of `moved`
     gone = files[0]
     Path(gone).unlink()
-    named = (rf"store: 1 data file\(s\) of the newest version are missing from disk \(first: {re.escape(gone)}\); "
-             r"check\(\) \(tempomem check\) lists them")
+    named = (r"store: 1 data file\(s\) of the newest version are missing from disk "
+             rf"\(first: {re.escape(repr(gone))}\); check\(\) \(tempomem check\) lists them")
     version = mem.reader.storage.latest_version()
     fresh = tm.open(store_path)  # a writer that has not read the key's states yet reads them first
     many = [{"subject": f"s{i}", "predicate": "p", "object": "o"} for i in range(3000)]  # read a column at a time

@@ -309,13 +309,21 @@ def _snapshot_files(path: str, version: int | None) -> list[str]:
     files = list(table.file_uris())
     gone = [f for f in files if "://" not in f and not os.path.exists(f)]
     if gone and version is None:  # the newest version's files are never removed: a damaged copy
-        raise TempomemError(f"store: {len(gone)} data file(s) of the newest version of {path!r} are missing from "
-                            f"disk (first: {gone[0]!r}); check() (tempomem check) lists them")
+        raise missing_files_error(gone, path)
     if gone:
         # a fold or compaction replaced them and a vacuum removed them: the version is unreadable
         raise TempomemError(f"version: the files of version {version} of {path!r} are gone (removed after a "
                             f"fold or compaction), e.g. {gone[0]!r}")
     return files
+
+
+def missing_files_error(missing: list[str], store: str | None = None) -> TempomemError:
+    """The one-line error of a read or write that meets data files of the newest version missing
+    from disk (a damaged copy of the store: those files are never removed), ``store`` naming it
+    where the reader may hold several."""
+    where = f" of {store!r}" if store else ""
+    return TempomemError(f"store: {len(missing)} data file(s) of the newest version{where} are missing from disk "
+                         f"(first: {missing[0]!r}); check() (tempomem check) lists them")
 
 
 def snapshot_files(path: str, version: int | None = None) -> list[str]:

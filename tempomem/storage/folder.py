@@ -378,8 +378,7 @@ class Storage:
             missing = self.missing_files()
             if not missing:
                 raise
-            raise TempomemError(f"store: {len(missing)} data file(s) of the newest version are missing from disk "
-                                f"(first: {missing[0]}); check() (tempomem check) lists them") from None
+            raise delta.missing_files_error(missing) from None
 
     def data_files_on_disk(self) -> list[str]:
         """Parquet files in the folder outside the log and settings folders."""
