@@ -88,7 +88,8 @@ EMPTY = "empty text is not a time"
 NOT_ISO = "not an ISO 8601 date or time (such as 2024-06-01, 2024-06-01T12:00:00Z or 20240601T120000+0200)"
 EXPONENT = "a number with an exponent is not a time (an epoch is plain digits, read with epoch_unit)"
 BARE_NUMBER = ("a bare number is not a time without its unit: nothing says seconds rather than "
-               "milliseconds (backfill reads epochs with epoch_unit='s', 'ms' or 'us')")
+               "milliseconds (give datetimes or ISO 8601 text; backfill reads epochs with epoch_unit='s', 'ms' "
+               "or 'us')")
 OUT_OF_RANGE = "outside the years 0001-9999 (UTC) that a stored time can hold"
 
 Fields = dict[str, str]

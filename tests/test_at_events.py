@@ -130,6 +130,9 @@ def test_frames_of_any_kind(mem):
     ([{"ts": "2026-03-17", "subject": "x", "predicate": "p"}], {}, "events: no 'at' column"),
     ([{"at": "soon", "subject": "x", "predicate": "p"}], {}, "events: row 0, at: cannot read 'soon'"),
     ([{"at": None, "subject": "x", "predicate": "p"}], {}, "events: row 0, at: cannot read"),
+    # an epoch column: no unit is guessed, and the message says what to give instead
+    ([{"at": 1773734400, "subject": "x", "predicate": "p"}], {},
+     "events: row 0, at: cannot read '1773734400' as a time: a bare number .*give datetimes or ISO 8601 text"),
     ([{"at": "2026-03-17", "subject": "x", "predicate": "p", "diverged": 1}], {}, "'diverged', which the result adds"),
     ([{"at": "2026-03-17", "subject": "x", "predicate": "p", "_tm_row": 1}], {}, "'_tm_row'"),
     ([{"at": "2026-03-17", "subject": "x", "predicate": "p"}], {"subject": "at"}, "three columns"),
