@@ -11,6 +11,7 @@ deletes the old data files and the old log entries so the bytes are gone from di
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -43,9 +44,11 @@ def hash_subject(salt: str, name: str) -> str:
 def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = None) -> int:
     """Erase ``subject`` (and every fact whose object is exactly it); return the facts erased.
 
-    Afterwards no Parquet file or log entry of the store holds the name, nor the erased
-    facts' objects or texts; each erased fact keeps its times as an ``erased`` tombstone whose
-    last revision carries ``reason``. ``scope=None`` erases it in every scope.
+    Afterwards no Parquet file or log entry of the store holds the name as a subject or an
+    object, in any fact's text, reason, attributes or artifacts, nor the erased facts' objects
+    or texts (another subject or object that merely contains the name, ``customer-42-card``,
+    is another entity's and is kept); each erased fact keeps its times as an ``erased``
+    tombstone whose last revision carries ``reason``. ``scope=None`` erases it in every scope.
     """
     if not isinstance(subject, str) or not subject.strip():
         raise TempomemError("subject: a non-empty subject name is required")
@@ -62,14 +65,32 @@ def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = Non
             where = "" if scope is None else f" in scope {scope!r}"
             raise TempomemError(f"subject: {subject!r} is neither a subject nor an object of any fact{where}")
         salt = engine.storage.read_settings()["salt"]
-        table, last_us = _erased_table(rows, targets, subject, hash_subject(salt, subject), why, commit_time)
+        table, last_us = _erased_table(rows, targets, subject, hash_subject(salt, subject), why, commit_time,
+                                       in_scope)
         engine.overwrite(table.to_arrow(), last_us)
     return targets.len()
 
 
+def _scrubbed_mentions(name: str) -> dict[str, pl.Expr]:
+    """The other facts' free text (``text``, ``attributes``, ``artifacts``) with the name
+    replaced, as it stands and as JSON writes it inside a string; the embedding of a text that
+    changed is dropped, since it was made from the name (``mem.embed()`` makes it again). Keys
+    and objects that merely contain the name are other entities' and are kept."""
+    forms = sorted({name, json.dumps(name)[1:-1]}, key=len, reverse=True)
+    blanks = [_SCRUBBED] * len(forms)
+    mentioned = pl.col("text").str.contains_any(forms).fill_null(False)
+    return {
+        "text": pl.col("text").str.replace_many(forms, blanks),
+        "attributes": pl.col("attributes").str.replace_many(forms, blanks),
+        "artifacts": pl.col("artifacts").list.eval(pl.element().str.replace_many(forms, blanks)),
+        "embedding": pl.when(mentioned).then(None).otherwise(pl.col("embedding")),
+    }
+
+
 def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str, reason: str,
-                  commit_time: datetime) -> tuple[pl.DataFrame, int]:
-    """All rows after erasure, sorted for storage, and the newest belief time in microseconds."""
+                  commit_time: datetime, in_scope: pl.Expr) -> tuple[pl.DataFrame, int]:
+    """All rows after erasure, sorted for storage, and the newest belief time in microseconds;
+    the name is scrubbed from the free text of the other facts ``in_scope`` (:func:`_scrubbed_mentions`)."""
     erased = pl.col("fact_id").is_in(targets.implode())
     gone = rows.filter(erased)
     # Strings to scrub from reasons: the name, and each erased object the way the write path
@@ -103,7 +124,13 @@ def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str
         # each row repeats the revision before it as it now stands: wiped, or the tombstone's
         pl.col(name).shift(1).over("fact_id").alias(f"prev_{name}") for name in PREVIOUS
     )
-    kept = rows.filter(~erased).with_columns(reason=scrub)
+    # a fact whose key or object holds the name (another entity's: customer-42-card) keeps it there
+    # and its text with it; scrubbing its text would only make that text disagree with its key
+    mentions = in_scope & ~pl.any_horizontal(pl.col(c).str.contains(name, literal=True)
+                                             for c in ("scope", "subject", "object"))
+    kept = rows.filter(~erased).with_columns(reason=scrub).with_columns(
+        pl.when(mentions).then(expr).otherwise(pl.col(column)).alias(column)
+        for column, expr in _scrubbed_mentions(name).items())
     everything = pl.concat([kept, wiped]).sort(
         [k for k, _ in SORT_KEYS], descending=[d == "descending" for _, d in SORT_KEYS]
     )

@@ -120,3 +120,34 @@ def test_forgetting_an_unknown_name_is_an_error_and_changes_nothing(store):
     with pytest.raises(tm.TempomemError, match="scope"):
         mem.forget("customer-99", reason="x", scope="elsewhere")
     assert mem._storage.latest_version() == version
+
+
+def test_the_name_is_scrubbed_from_other_facts_free_text(tmp_path):
+    """Another fact that mentions the name keeps its key and object, but not the name: its text,
+    its attributes (also as JSON escapes it) and its artifacts lose it, and the embedding made
+    from the text is dropped for embed() to make again. A subject that merely contains the name
+    is another entity; a mention in another scope stays when the forget names a scope."""
+    clock = Clock("2026-01-01T00:00:00")
+    mem = new_store(tmp_path, clock)
+    name = 'ann "a" lee'
+    mem.assert_fact(name, "iban", "FR76-SECRET")
+    mem.assert_many([{"subject": "ticket-1", "predicate": "about", "object": "billing", "text": f"call {name} back",
+                      "artifact": f"mail from {name}", "embedding": [0.5, 0.5]},
+                     {"subject": "ticket-2", "predicate": "about", "object": "refund", "embedding": [0.25, 0.75]},
+                     {"subject": "ticket-3", "predicate": "about", "object": "vip", "scope": "crm",
+                      "text": f"{name} is a VIP"},
+                     {"subject": f"{name}-card", "predicate": "status", "object": "blocked"}])
+    mem.backfill([{"subject": "ticket-4", "predicate": "about", "object": "fraud", "recorded_at": "2025-12-01",
+                   "caller": name}])
+    clock.tick(days=1)
+    assert mem.forget(name, reason="GDPR", scope="default") == 1
+    kept = mem.sql("SELECT subject, object, text, artifacts, attributes, embedding, status FROM facts "
+                   "WHERE status <> 'erased' ORDER BY subject").fetchall()
+    assert kept == [
+        (f"{name}-card", "blocked", f"{name}-card status blocked", [], None, None, "live"),
+        ("ticket-1", "billing", "call [erased] back", ["mail from [erased]"], None, None, "live"),
+        ("ticket-2", "refund", "ticket-2 about refund", [], None, [0.25, 0.75], "live"),
+        ("ticket-3", "vip", f"{name} is a VIP", [], None, None, "live"),
+        ("ticket-4", "fraud", "ticket-4 about fraud", [], '{"caller":"[erased]"}', None, "live"),
+    ]
+    assert mem.check().ok, mem.check().problems
