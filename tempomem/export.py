@@ -4,6 +4,8 @@ Every revision row is written (the ``revisions`` columns, ``believed_until`` inc
 backfill of the file into a new store rebuilds the same facts and revisions to the
 microsecond: ``status`` and ``superseded_at`` are read back as given, ``origin``,
 ``ingested_at``, ``revision`` and ``believed_until`` describe the old store and are ignored.
+The tombstones of erased facts are written too (the file is the store's whole record), and
+backfill refuses them, naming each in its report: their content is gone.
 """
 
 from __future__ import annotations

@@ -720,6 +720,22 @@ def test_export_then_backfill_rebuilds_the_same_revisions(mem: tm.Memory, clock,
     assert set(_comparable(copy)["origin"]) == {"backfill"}
 
 
+def test_an_export_after_a_forget_loads_all_but_the_tombstones_which_are_named(mem: tm.Memory, clock,
+                                                                                   tmp_path: Path) -> None:
+    clock.set("2025-01-01T00:00:00Z")
+    mem.assert_fact("cust-7", "iban", "DE-1")
+    kept = mem.assert_fact("acct-1", "status", "open")
+    clock.set("2025-02-01T00:00:00Z")
+    mem.forget("cust-7", reason="GDPR")  # two rows: the fact as it was, its tombstone
+    out = tmp_path / "after.csv"
+    assert tm.export.export(mem, out) == 3
+    copy = tm.open(tmp_path / "copy", create=True)
+    report = copy.backfill(out)
+    assert report.loaded == 1 and report.rejected.select("field", "value").rows() == [("status", "erased")] * 2
+    assert report.rejected["reason"][0].startswith("the tombstone of an erased fact")
+    assert copy.sql("SELECT fact_id, object FROM facts").fetchall() == [(kept.fact_id, "open")]
+
+
 @pytest.mark.parametrize(("name", "fmt", "written_as"), [
     ("memory.csv", None, "csv"), ("memory.PQ", None, "parquet"), ("memory", None, "parquet"),
     ("memory", "csv", "csv"), ("memory.parquet", "parquet", "parquet"),

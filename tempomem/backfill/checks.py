@@ -113,7 +113,10 @@ class Loader:
     def _rules(self) -> list[tuple[str, str, str, str]]:
         """(condition, field, value SQL, reason SQL) in order: a row's first hit rejects it."""
         has, raw = self._present, self._raw
-        rules: list[tuple[str, str, str, str]] = []
+        # First: an erased fact's tombstone (an export of a store after a forget) has no object
+        rules: list[tuple[str, str, str, str]] = [
+            ("coalesce(status = 'erased', false)", "status", "status",
+             "'the tombstone of an erased fact: its content is gone, and backfill loads facts, not tombstones'")]
         for name in ("subject", "predicate", "object"):
             rules.append((f"{name} IS NULL", name, f"CAST({name} AS VARCHAR)", "'required, got nothing'"))
         # refused as the write path refuses them: no path stores what another refuses (PostgreSQL's
@@ -157,7 +160,7 @@ class Loader:
             ("len(list_filter(embedding, lambda x: x IS NULL OR NOT isfinite(x))) > 0", "embedding",
              raw("embedding"), "'expected a list of finite numbers (each within the range of a 32-bit float)'"),
             ("status IS NOT NULL AND NOT list_contains($statuses, status)", "status", "status",
-             "'must be one of ' || array_to_string($statuses, ', ') || ' (erased facts cannot be loaded)'"),
+             "'must be one of ' || array_to_string($statuses, ', ')"),
         ]
         return rules
 
