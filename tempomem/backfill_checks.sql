@@ -100,7 +100,24 @@ FROM tested
 WHERE stored OR scope <> first_scope OR subject <> first_subject OR predicate <> first_predicate
    OR recorded_at = prev_recorded_at OR recorded_at >= prev_retracted_at;
 
+-- @part stored_repeats
+-- Rows that repeat a fact the store already holds: same key, value, valid interval and belief
+-- time as a stored fact's first revision (a file loaded twice, a notebook cell run again). They
+-- are loaded once, that is not again: counted with the exact repeats, and named by the flag
+-- already_stored. Only rows without a fact id ($stored: the store has rows and the load is
+-- not replayed); a given id already stored is refused instead (fact_rejects), and a replay
+-- finds the stored fact itself.
+CREATE TEMP TABLE _bf_stored_repeats AS
+SELECT c.__row FROM _bf_candidates AS c
+SEMI JOIN (SELECT scope, subject, predicate, object, valid_from, valid_to, recorded_at FROM _tm_events
+           WHERE $stored AND revision = 1) AS s
+       ON s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
+      AND s.object = c.object AND s.recorded_at = c.recorded_at
+      AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
+WHERE $stored AND c.fact_id IS NULL;
+
 -- @part rows
 -- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).
 CREATE TEMP VIEW _bf_rows AS
-SELECT * FROM _bf_candidates WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f);
+SELECT * FROM _bf_candidates
+WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f) AND __row NOT IN (SELECT r.__row FROM _bf_stored_repeats r);

@@ -59,7 +59,9 @@ SELECT unnest([
     {'flag': 'inferred_start', 'count': no_start_n, 'example_row': no_start_row},
     {'flag': 'shared_valid_from', 'count': coalesce(from_n, 0), 'example_row': from_row},
     {'flag': 'shared_recorded_at', 'count': coalesce(recorded_n, 0), 'example_row': recorded_row},
-    {'flag': 'unreadable_time', 'count': unreadable_n, 'example_row': unreadable_row}
+    {'flag': 'unreadable_time', 'count': unreadable_n, 'example_row': unreadable_row},
+    {'flag': 'already_stored', 'count': (SELECT count(*) FROM _bf_stored_repeats),
+     'example_row': (SELECT min(__row) FROM _bf_stored_repeats)}
 ], recursive := true)
 FROM _bf_counts;
 

@@ -6,8 +6,9 @@ The readers of the sources are in :mod:`tempomem.sources`; each importer here is
 >>> _ = (folder / "log.csv").write_text("entity,predicate,object,ts\\nsvc,owner,ana,2026-03-01\\n")
 >>> tm.importers.generic(mem, folder / "log.csv", {"entity": "subject", "ts": "recorded_at"}).loaded
 1
->>> mem.backfill(folder / "log.csv", mapping={"entity": "subject", "ts": "recorded_at"}).loaded  # the same
-1
+>>> again = mem.backfill(folder / "log.csv", mapping={"entity": "subject", "ts": "recorded_at"})  # the same call
+>>> again.loaded, again.duplicates  # its one row is already stored
+(0, 1)
 """
 
 from __future__ import annotations

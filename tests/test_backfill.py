@@ -234,6 +234,23 @@ def test_exact_duplicates_load_once_with_artifacts_merged(mem: tm.Memory) -> Non
     assert a.height == 1 and a["artifacts"].to_list() == [["ep1", "ep2", "ep3"]]
 
 
+def test_rows_that_repeat_a_stored_fact_are_not_loaded_again(mem: tm.Memory, clock) -> None:
+    """A file loaded twice (a notebook cell run again) loads its facts once: the second load
+    counts the rows that repeat a stored fact (key, value, valid interval and recorded_at) as
+    duplicates and names them with the flag already_stored; a row differing in any of those loads."""
+    rows = [row("a", valid_from="2024-01-01"), row("b", retracted_at="2025-02-01T00:00:00Z"), row("c")]
+    first = mem.backfill(rows)
+    assert (first.loaded, first.duplicates) == (3, 0) and "already_stored" not in first.flags["flag"].to_list()
+    again = mem.backfill([row("new"), *rows, row("a", valid_from="2024-01-02"), row("c", recorded_at="2025-01-02")])
+    assert (again.rows_read, again.loaded, again.duplicates) == (6, 3, 3)
+    assert again.flags.filter(pl.col("flag") == "already_stored").rows() == [("already_stored", 3, 1)]
+    assert revs(mem).group_by("subject").len().sort("subject").rows() == [
+        ("a", 2), ("b", 2), ("c", 2), ("new", 1)]  # b: the row and its retraction, once
+    assert sorted(mem.as_of("2024-06-01", "a")["valid_from"].to_list()) == [ts("2024-01-01"), ts("2024-01-02")]
+    # a replay finds the stored facts itself: no flag
+    assert "already_stored" not in mem.backfill(rows, resolve=True).flags["flag"].to_list()
+
+
 def test_other_columns_are_kept_as_json_attributes(mem: tm.Memory) -> None:
     # a row whose other columns are all null has no attributes (not "{}")
     mem.backfill(pl.DataFrame({"subject": ["a", "b", "c"], "predicate": ["p", "p", "p"], "object": ["x", "y", "z"],

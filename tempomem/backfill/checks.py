@@ -204,7 +204,8 @@ class Loader:
 
     # stage 2 ------------------------------------------------------------------------------
     def collapse_and_check_facts(self, *, resolve: bool) -> None:
-        """Stage 2: exact repeats loaded once, fixed spans, fact ids, fact-level rejections.
+        """Stage 2: exact repeats loaded once (and rows repeating a stored fact not again),
+        fixed spans, fact ids, fact-level rejections.
 
         Only the repeats (``_bf_merged``) and the fact-level rejections are materialised;
         ``_bf_rows`` is a view over ``_bf_checked``, so a load is held once.
@@ -219,6 +220,8 @@ class Loader:
         if self.has_fact_id and not resolve:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
+        stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
+        con.execute(_SQL["stored_repeats"], {"stored": stored})
         con.execute(_SQL["rows"])
 
 
