@@ -3,6 +3,7 @@
     python benchmarks/bench_backfill.py                 # 10 million rows, 3 runs each
     python benchmarks/bench_backfill.py --rows 1000000 --runs 1
     python benchmarks/bench_backfill.py --parts          # also: what parts of the load cost alone
+    python benchmarks/bench_backfill.py --incremental    # also: loads into a store that holds a load
 
 The input is generated in a temporary folder (one row per fact, unique keys, string times with
 offsets, an epoch-free mix of typed and text columns plus one extra column kept as attributes).
@@ -17,6 +18,11 @@ pays), and Arrow's Parquet writer encoding the stored revision rows (the store's
 writer settings) on one thread, which is what a load's write stage costs at the least. Last,
 a *bare load* of the input: what is left of a load with every check taken out (see
 ``_BARE_ROWS``), the floor of any load that writes the store's row on this machine.
+
+``--incremental`` times two loads into a copy of a store the runs wrote (N rows already held),
+against the load into a new store of the same run: N new rows (the next day's batch, other
+keys), and the same file again (a notebook cell run twice), which loads nothing and reports
+every row as a duplicate, having compared it with the stored facts.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ COPY (
            CASE WHEN i % 2 = 0 THEN 'tool_verified' ELSE 'user' END AS source,
            (i % 100) / 100.0 AS confidence,
            'INC-' || (i % 5000) AS ticket
-    FROM range({rows}) t(i)
+    FROM range({start}, {stop}) t(i)
 ) TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)
 """
 
@@ -96,6 +102,16 @@ def _run_backfill(source: str, store: str, queue: multiprocessing.Queue) -> None
     report = mem.backfill(source)
     elapsed = time.perf_counter() - start
     queue.put((elapsed, _peak_rss_mb(), report.loaded, report.rejected.height, _cpu_s() - cpu))
+
+
+def _run_backfill_into(source: str, store: str, queue: multiprocessing.Queue) -> None:
+    import tempomem as tm
+
+    mem = tm.open(store)
+    start, cpu = time.perf_counter(), _cpu_s()
+    report = mem.backfill(source)
+    elapsed = time.perf_counter() - start
+    queue.put((elapsed, _peak_rss_mb(), report.loaded, report.duplicates, _cpu_s() - cpu))
 
 
 def _run_duckdb_copy(source: str, target: str, queue: multiprocessing.Queue) -> None:
@@ -183,6 +199,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--parts", action="store_true",
                         help="also time a sorted copy, the encoding alone and a bare load")
+    parser.add_argument("--incremental", action="store_true",
+                        help="also time loads into a store holding a load: new rows, and the same rows again")
     args = parser.parse_args()
 
     import duckdb
@@ -191,7 +209,7 @@ def main() -> None:
         source = str(Path(tmp) / "input.parquet")
         start = time.perf_counter()
         # The path is ours (a temp folder) and COPY takes no parameter for it.
-        duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
+        duckdb.connect().execute(_GENERATE.format(start=0, stop=int(args.rows), path=source))
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"generated {args.rows:,} rows in {time.perf_counter() - start:.1f}s "
               f"({Path(source).stat().st_size / 2**20:.0f} MiB)")
@@ -214,6 +232,8 @@ def main() -> None:
         print(f"median duckdb copy: {copy_s:.2f}s; backfill / copy = {load_s / copy_s:.2f}x (target <= 3x)")
         cpu_ratio = statistics.median(r[4] for r in loads) / statistics.median(r[4] for r in copies)
         print(f"cpu seconds, backfill / copy = {cpu_ratio:.2f}x (less sensitive to other load)")
+        if args.incremental:
+            _incremental(tmp, source, args.rows, args.runs, load_s)
         if args.parts:
             for label, part, inputs in (
                 ("duckdb copy sorted by key", _run_sorted_copy, (source, str(Path(tmp) / "sorted.parquet"))),
@@ -227,6 +247,30 @@ def main() -> None:
                 wall, cpu = statistics.median(t[0] for t in times), statistics.median(t[4] for t in times)
                 print(f"{label}: median {wall:.2f}s ({args.rows / wall:,.0f} rows/s), cpu {cpu:.1f}s "
                       f"({wall / copy_s:.2f}x the copy)")
+
+
+def _incremental(tmp: str, source: str, rows: int, runs: int, fresh_s: float) -> None:
+    """Loads into a copy of ``store0`` (``rows`` rows held), each beside ``fresh_s``, the median
+    load of as many rows into a new store from the same run."""
+    import shutil
+
+    import duckdb
+
+    following = str(Path(tmp) / "following.parquet")
+    duckdb.connect().execute(_GENERATE.format(start=int(rows), stop=2 * int(rows), path=following))
+    for label, input_, loaded in (("new rows into a store holding a load", following, rows),
+                                  ("the same file again (every row already stored)", source, 0)):
+        times = []
+        for run in range(runs):
+            store = Path(tmp) / f"held{run}"
+            shutil.rmtree(store, ignore_errors=True)
+            shutil.copytree(Path(tmp) / "store0", store)
+            times.append(_in_child(_run_backfill_into, input_, str(store)))
+            assert times[-1][2] == loaded and times[-1][3] == rows - loaded, times[-1]
+            shutil.rmtree(store)
+        wall, cpu = statistics.median(t[0] for t in times), statistics.median(t[4] for t in times)
+        print(f"{label}: median {wall:.2f}s ({rows / wall:,.0f} rows/s), cpu {cpu:.1f}s; "
+              f"{wall / fresh_s:.2f}x the load into a new store; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
