@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import re
 from pathlib import Path
 
+import deltalake
 import duckdb
 import pytest
 from conftest import ts
@@ -225,6 +227,32 @@ def test_macro_file_loads_into_a_plain_duckdb_session(mem, moved):
     con.execute(sql_file("macros.sql"))
     assert con.sql("SELECT object FROM as_of(TIMESTAMPTZ '2025-01-01')").fetchall() == [("Berlin",)]
     assert con.sql("SELECT object FROM as_believed('2025-01-01', '2025-06-01')").fetchall() == [("Helsinki",)]
+
+
+def test_a_plain_duckdb_session_over_the_stores_files_answers_as_the_store(mem, moved, clock):
+    """The README's recipe: the files the Delta log lists as `_tm_events`, then revisions.sql and
+    macros.sql as the package ships them. Folded rows and rows written since a fold both."""
+    mem._storage.fold()
+    clock.set("2026-10-01")
+    helsinki = moved[0]
+    mem.correct(helsinki.fact_id, reason="never lived there")
+    mem.assert_fact("bo", "city", "Oslo", valid_from="2025")
+    con = duckdb.connect()
+    files = deltalake.DeltaTable(str(mem.path)).file_uris()
+    con.execute("CREATE TABLE _tm_events AS SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files})
+    con.execute("CREATE VIEW _tm_fresh_events AS SELECT * FROM _tm_events")
+    for name in ("revisions.sql", "macros.sql"):
+        con.execute(importlib.resources.files("tempomem").joinpath(name).read_text())
+    store = mem.connect()
+    for query in ("SELECT subject, object FROM as_of(TIMESTAMPTZ '2025-06-01')",
+                  "SELECT subject, object FROM as_believed(TIMESTAMPTZ '2025-06-01', TIMESTAMPTZ '2026-09-15')",
+                  "SELECT fact_id, revision, believed_until, status FROM timeline('ada')",
+                  "SELECT bucket, subject, object FROM memory_diff('2026-09-15', '2026-11-01')"):
+        ordered = f"SELECT * FROM ({query}) ORDER BY ALL"
+        assert con.sql(ordered).fetchall() == store.sql(ordered).fetchall(), query
+    assert con.sql("SELECT object FROM as_believed(TIMESTAMPTZ '2025-06-01', TIMESTAMPTZ '2026-09-15') "
+                   "WHERE subject = 'ada'").fetchall() == [("Berlin",)]
+    assert con.sql("SELECT count(*) FROM revisions").fetchall() == [(5,)]  # Helsinki 2 + its correction, Berlin, Oslo
 
 
 def test_subject_with_quotes_and_sql_is_plain_text(mem, clock):
