@@ -69,8 +69,10 @@ def _column(table: pa.Table, name: str) -> list[pa.Array] | None:
                 return [pa.nulls(n, pa.string()), utc.cast(_TS)]
             return None
         if name in _STRINGS:
-            ok = pa.types.is_null(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) \
-                or pa.types.is_string_view(kind)
+            # a Polars Categorical or Enum column is a dictionary of strings
+            text = kind.value_type if pa.types.is_dictionary(kind) else kind
+            ok = pa.types.is_null(text) or pa.types.is_string(text) or pa.types.is_large_string(text) \
+                or pa.types.is_string_view(text)
             return [given.cast(pa.string())] if ok else None
         if name in _NUMBERS:
             ok = pa.types.is_null(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind)

@@ -160,6 +160,20 @@ def test_most_clean_batches_are_read_column_wise():
     assert got.cast(_row_by_row(rows).schema).equals(_row_by_row(rows))
 
 
+def test_categorical_and_enum_columns_are_read_column_wise():
+    """Polars' Categorical and Enum columns (Arrow dictionaries) are strings to the column path."""
+    frame = pl.DataFrame({"subject": ["a", "b"], "predicate": ["p", "p"], "object": ["x", "y"],
+                          "source": ["tool", "user"]}).with_columns(
+        pl.col("predicate").cast(pl.Categorical), pl.col("object").cast(pl.Enum(["x", "y"])),
+        pl.col("source").cast(pl.Categorical))
+    got = assertion_columns.checked(frame.to_arrow())
+    assert got is not None
+    expected = _row_by_row(frame.to_dicts())
+    assert got.cast(expected.schema).equals(expected)
+    assert got.select(["predicate", "object", "source"]).to_pylist() == [
+        {"predicate": "p", "object": "x", "source": "tool"}, {"predicate": "p", "object": "y", "source": "user"}]
+
+
 @pytest.mark.parametrize("bad", [float("inf"), float("nan"), 1e39, None])
 def test_an_embedding_of_numbers_a_float_cannot_hold_is_refused_on_every_path(mem, bad):
     rows = [{"subject": f"s{i}", "predicate": "p", "object": "o", "embedding": [0.5, 1.0]} for i in range(3)]
