@@ -100,21 +100,46 @@ FROM tested
 WHERE stored OR scope <> first_scope OR subject <> first_subject OR predicate <> first_predicate
    OR recorded_at = prev_recorded_at OR recorded_at >= prev_retracted_at;
 
--- @part stored_repeats
+-- @part stored_matches
 -- Rows that repeat a fact the store already holds: same key, value, valid interval and belief
--- time as a stored fact's first revision (a file loaded twice, a notebook cell run again). They
--- are loaded once, that is not again: counted with the exact repeats, and named by the flag
--- already_stored. Only rows without a fact id ($stored: the store has rows and the load is
--- not replayed); a given id already stored is refused instead (fact_rejects), and a replay
--- finds the stored fact itself.
+-- time as a stored fact's first revision (a file loaded twice, a notebook cell run again). Only
+-- rows without a fact id ($stored: the store has rows and the load is not replayed); a given
+-- id already stored is refused instead (fact_rejects), and a replay finds the stored fact
+-- itself. `given` is the row's retraction, `stored` the stored fact's (NULL: none).
+CREATE TEMP TABLE _bf_stored_matches AS
+WITH firsts AS (
+    SELECT c.__row, c.retracted_at AS given, s.fact_id
+    FROM _bf_candidates AS c
+    JOIN (SELECT fact_id, scope, subject, predicate, object, valid_from, valid_to, recorded_at FROM _tm_events
+          WHERE $stored AND revision = 1) AS s
+      ON s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
+     AND s.object = c.object AND s.recorded_at = c.recorded_at
+     AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
+    WHERE $stored AND c.fact_id IS NULL
+),
+retractions AS (
+    SELECT e.fact_id, max(e.retracted_at) AS retracted_at FROM _tm_events AS e
+    SEMI JOIN firsts AS f ON f.fact_id = e.fact_id
+    WHERE e.retracted_at IS NOT NULL
+    GROUP BY e.fact_id
+)
+SELECT f.__row, f.given, f.fact_id, r.retracted_at AS stored
+FROM firsts AS f LEFT JOIN retractions AS r ON r.fact_id = f.fact_id;
+
+-- @part stored_repeats
+-- Those rows are loaded once, that is not again: counted with the exact repeats and named by
+-- the flag already_stored. A row without a retraction repeats the fact whatever became of it
+-- since (corrected, say); a row with one repeats it only when the store holds that retraction.
 CREATE TEMP TABLE _bf_stored_repeats AS
-SELECT c.__row FROM _bf_candidates AS c
-SEMI JOIN (SELECT scope, subject, predicate, object, valid_from, valid_to, recorded_at FROM _tm_events
-           WHERE $stored AND revision = 1) AS s
-       ON s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
-      AND s.object = c.object AND s.recorded_at = c.recorded_at
-      AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
-WHERE $stored AND c.fact_id IS NULL;
+SELECT DISTINCT __row FROM _bf_stored_matches WHERE given IS NULL OR given = stored;
+
+-- @part stored_retractions
+-- A row that repeats a stored fact but retracts it otherwise would rewrite that fact: refused.
+INSERT INTO _bf_fact_rejects
+SELECT DISTINCT m.__row, 'retracted_at', CAST(m.given AS VARCHAR),
+       'repeats stored fact ' || m.fact_id || ' and retracts it: backfill never rewrites a stored fact '
+       || '(mem.correct retracts it)'
+FROM _bf_stored_matches AS m ANTI JOIN _bf_stored_repeats AS r ON r.__row = m.__row;
 
 -- @part rows
 -- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).

@@ -251,6 +251,21 @@ def test_rows_that_repeat_a_stored_fact_are_not_loaded_again(mem: tm.Memory, clo
     assert "already_stored" not in mem.backfill(rows, resolve=True).flags["flag"].to_list()
 
 
+def test_a_repeat_of_a_stored_fact_that_retracts_it_is_refused(mem: tm.Memory, clock) -> None:
+    """A repeated row without a retraction is the stored fact whatever became of it since (a
+    correction does not bring it back); one that adds a retraction would rewrite it: refused."""
+    clock.set("2026-01-01T00:00:00Z")
+    mem.backfill([row("a"), row("c")])
+    (c_id,) = mem.sql("SELECT fact_id FROM facts WHERE subject = 'c'").fetchall()[0]
+    mem.correct(c_id, reason="never true")
+    report = mem.backfill([row("a", retracted_at="2025-03-01T00:00:00Z"), row("c")])
+    assert (report.loaded, report.duplicates) == (0, 1)
+    assert report.rejected.select("row", "field", "value").rows() == [(0, "retracted_at", "2025-03-01 00:00:00+00")]
+    assert report.rejected["reason"][0].startswith("repeats stored fact ")
+    assert mem.sql("SELECT subject, status FROM facts ORDER BY subject").fetchall() == [
+        ("a", "live"), ("c", "retracted")]
+
+
 def test_other_columns_are_kept_as_json_attributes(mem: tm.Memory) -> None:
     # a row whose other columns are all null has no attributes (not "{}")
     mem.backfill(pl.DataFrame({"subject": ["a", "b", "c"], "predicate": ["p", "p", "p"], "object": ["x", "y", "z"],

@@ -221,8 +221,9 @@ class Loader:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
         stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
-        con.execute(_SQL["stored_repeats"], {"stored": stored})
-        con.execute(_SQL["rows"])
+        con.execute(_SQL["stored_matches"], {"stored": stored})
+        for part in ("stored_repeats", "stored_retractions", "rows"):
+            con.execute(_SQL[part])
 
 
 def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
