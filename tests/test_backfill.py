@@ -164,6 +164,9 @@ def test_missing_required_column_and_bad_mapping(mem: tm.Memory) -> None:
         mem.backfill([{"subject": "a", "predicate": "p", "object": "x"}])
     with pytest.raises(tm.TempomemError, match="mapping: the input has no column 'when'"):
         mem.backfill([row("a")], mapping={"when": "recorded_at"})
+    # the command line's form, given to the Python API, was an AttributeError
+    with pytest.raises(tm.TempomemError, match=r"mapping: expected a dict \{source_column: spec_column\}, got str"):
+        mem.backfill([row("a")], mapping="when=recorded_at")
 
 
 # -- fixes and flags -----------------------------------------------------------------------------

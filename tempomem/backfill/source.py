@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,11 @@ def bind_input(con: duckdb.DuckDBPyConnection, data: Any, format: str | None) ->
     con.execute(_SQL["frame"])
 
 
-def rename(con: duckdb.DuckDBPyConnection, mapping: dict[str, str]) -> dict[str, str]:
+def rename(con: duckdb.DuckDBPyConnection, mapping: Mapping[str, str]) -> dict[str, str]:
     """Apply ``mapping`` as the view ``_bf_in``; returns its columns and their DuckDB types."""
+    if not isinstance(mapping, Mapping):
+        raise TempomemError(f"mapping: expected a dict {{source_column: spec_column}}, got "
+                            f"{type(mapping).__name__} {mapping!r}")
     described = con.sql("SELECT * FROM _bf_src LIMIT 0")
     source = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
     for src, dst in mapping.items():
