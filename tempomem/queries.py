@@ -45,11 +45,26 @@ def frame(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | N
     return pl.from_arrow(table)  # type: ignore[return-value]
 
 
+def check_keys(**keys: Any) -> None:
+    """Refuse a key argument (``subject``, ``predicate``, ``scope``) that is neither a string nor
+    ``None``: a list or a number is not read as a key, nor reaches a reader as one.
+
+    >>> check_keys(subject="svc", predicate=None)
+    >>> check_keys(subject=["svc"])
+    Traceback (most recent call last):
+    tempomem.errors.TempomemError: subject: expected a string (or None for any), got list ['svc']
+    """
+    for name, value in keys.items():
+        if value is not None and not isinstance(value, str):
+            raise TempomemError(f"{name}: expected a string (or None for any), got {type(value).__name__} {value!r}")
+
+
 def filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
              keys: dict[str, str | None], order: str = _KEY_ORDER, select: str = "*") -> pl.DataFrame:
     """The ``select`` columns of the rows of ``source`` (a macro call written in code, its values
     bound from ``params``) whose key columns equal the given ``keys`` (``None``: any), in
     ``order``; the query forms and :mod:`tempomem.sequenced` share it."""
+    check_keys(**{k: v for k, v in keys.items() if k in ("scope", "subject", "predicate")})
     given = {k: v for k, v in keys.items() if v is not None}
     where = " AND ".join(_KEY_FILTERS[k] for k in given) or "true"
     return frame(con, f"SELECT {select} FROM {source} WHERE {where} {order}", {**params, **given})

@@ -17,6 +17,7 @@ import duckdb
 
 from .connection import bind_files, new_connection
 from .pointread import PointReader
+from .queries import check_keys
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -77,6 +78,7 @@ class Reader:
         ``subject`` (and ``scope``, ``predicate`` when given): over that subject's rows alone
         (:mod:`tempomem.pointread`; ``facts_only`` when it reads only the ``facts`` view), or
         over the whole version when no subject is given or :attr:`point_reads` is off."""
+        check_keys(subject=subject, scope=scope, predicate=predicate)  # before the key index reads them
         with self.lock, self.storage.files_present():
             if subject is None or not self.point_reads:
                 return fn(self.connection(), *args, **kwargs)

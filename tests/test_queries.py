@@ -255,6 +255,23 @@ def test_a_plain_duckdb_session_over_the_stores_files_answers_as_the_store(mem, 
     assert con.sql("SELECT count(*) FROM revisions").fetchall() == [(5,)]  # Helsinki 2 + its correction, Berlin, Oslo
 
 
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda mem: mem.as_of("2025-01", ["ada"]), "subject: expected a string (or None for any), got list ['ada']"),
+    (lambda mem: mem.history("ada", predicate=["city"]), "predicate: expected a string (or None for any), got list"),
+    (lambda mem: mem.current("ada", scope=1), "scope: expected a string (or None for any), got int 1"),
+    (lambda mem: mem.as_believed("2025-01", "2026-01", "ada", ("city",)), "predicate: expected a string"),
+    (lambda mem: mem.timeline(b"ada"), "subject: expected a string (or None for any), got bytes"),
+    (lambda mem: mem.coalesced(subject=["ada"]), "subject: expected a string"),
+    (lambda mem: mem.sequenced("2025-01", "2025-02", "1d", predicate=5), "predicate: expected a string"),
+])
+def test_a_key_argument_that_is_not_a_string_is_refused(mem, moved, call, message):
+    """A list or a number given as a key was a pyarrow or numpy error from the key index."""
+    for point_reads in (True, False):
+        mem.reader.point_reads = point_reads
+        with pytest.raises(tm.TempomemError, match=re.escape(message)):
+            call(mem)
+
+
 def test_subject_with_quotes_and_sql_is_plain_text(mem, clock):
     clock.set("2026-01-02")
     nasty = "x'); DROP TABLE facts; --"
