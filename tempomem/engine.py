@@ -42,7 +42,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from . import queries
+from . import ids, queries
 from .connection import bind_events, new_connection, without_checkpoints, without_progress_bar
 from .errors import TempomemError
 from .schema import EVENT_SCHEMA, SORT_KEYS, Fact
@@ -265,7 +265,7 @@ class Engine:
 
     def change(self, fact_id: str, apply: Callable[[Batch], str]) -> Fact:
         """Commit one change of a stored fact (``Batch.invalidate`` or ``Batch.correct``)."""
-        return self._submit(_Request(lambda batch: [apply(batch)], set(), fact_ids=[fact_id]))[0]
+        return self._submit(_Request(lambda batch: [apply(batch)], set(), fact_ids=[ids.checked(fact_id)]))[0]
 
     def _submit(self, request: _Request) -> list[Fact]:
         """Queue ``request``; the first waiter leads: it commits everything queued, then hands on.
@@ -353,8 +353,8 @@ class Engine:
             self._cache.sync(self.storage)
             commit_time = self.commit_time()
             keys = set().union(*(r.keys for r in group))
-            ids = [i for r in group for i in r.fact_ids]
-            changed = self._cache.load(self.storage, keys, ids)
+            fact_ids = [i for r in group for i in r.fact_ids]
+            changed = self._cache.load(self.storage, keys, fact_ids)
             rules, default_policy = self.rules()
             live = list(group)
             while True:

@@ -19,6 +19,7 @@ import polars as pl
 
 from .errors import TempomemError
 from .forks import check_polars
+from .queries import check_keys
 from .schema import EVENT_SCHEMA, PREVIOUS, SORT_KEYS
 from .staterows import micros
 from .times import MICROSECOND, system_clock
@@ -52,6 +53,7 @@ def forget(engine: Engine, subject: str, *, reason: str, scope: str | None = Non
     """
     if not isinstance(subject, str) or not subject.strip():
         raise TempomemError("subject: a non-empty subject name is required")
+    check_keys(scope=scope)
     why = clean_reason(reason)
     check_polars()  # the rewrite is Polars work under the writer lock: refused before taking it
     with engine.exclusive():

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pyarrow as pa
 
+from .errors import TempomemError
 from .times import EPOCH
 
 _id_lock = threading.Lock()
@@ -40,6 +41,21 @@ def new_fact_id(at: datetime) -> str:
         seq = _id_last[1]
     serial = (seq % 65536) << 44 | (os.getpid() % 4096) << 32 | secrets.randbits(32)
     return f"{us:014x}{serial:015x}"
+
+
+def checked(fact_id: object) -> str:
+    """``fact_id`` if it can be a fact id (a non-empty string), else the error naming it: a
+    number or a list given as an id was a DuckDB conversion error or a TypeError in a commit.
+
+    >>> checked("h-42")
+    'h-42'
+    >>> checked(42)
+    Traceback (most recent call last):
+    tempomem.errors.TempomemError: fact_id: expected a fact id (a string), got int 42
+    """
+    if not isinstance(fact_id, str) or not fact_id:
+        raise TempomemError(f"fact_id: expected a fact id (a string), got {type(fact_id).__name__} {fact_id!r}")
+    return fact_id
 
 
 def made_at(fact_id: str) -> datetime | None:

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from . import assertion_columns, diff, erasure, queries, sequenced
+from . import assertion_columns, diff, erasure, ids, queries, sequenced
 from .connection import bind_files, new_connection
 from .diff import MemoryDiff
 from .engine import Engine
@@ -210,7 +210,7 @@ class Memory:
         >>> mem.get(f.fact_id).object
         'm5.xlarge'
         """
-        state = self.reader.read_files(latest_revision, fact_id)
+        state = self.reader.read_files(latest_revision, ids.checked(fact_id))
         if state is None:
             raise FactNotFoundError(f"fact_id: no fact {fact_id!r} in this store")
         return as_fact(state)

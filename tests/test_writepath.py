@@ -356,6 +356,12 @@ def test_open_refuses_a_bad_argument_before_it_makes_a_store(tmp_path, kwargs, m
         (lambda m: m.invalidate(m.current()["fact_id"][0], at="2025-01", reason="  "), tm.TempomemError, "reason"),
         (lambda m: m.invalidate(m.current()["fact_id"][0], at="2019-01", reason="x"), tm.TempomemError, "before"),
         (lambda m: m.get("no-such-id"), KeyError, "no-such-id"),
+        # an id that is not a string: a DuckDB conversion error or a TypeError inside the commit
+        (lambda m: m.get(5), tm.TempomemError, r"fact_id: expected a fact id \(a string\), got int 5"),
+        (lambda m: m.get(list(m.current()["fact_id"])), tm.TempomemError, "fact_id: .* got list"),
+        (lambda m: m.invalidate(5, at="2025-01", reason="x"), tm.TempomemError, "fact_id: .* got int 5"),
+        (lambda m: m.correct(None, reason="x"), tm.TempomemError, "fact_id: .* got NoneType None"),
+        (lambda m: m.forget("seed", reason="x", scope=3), tm.TempomemError, "scope: expected a string"),
     ],
 )
 def test_bad_input_gets_a_typed_error_and_changes_nothing(mem, clock, call, error, match):
