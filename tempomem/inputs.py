@@ -56,6 +56,9 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     con.register(f"{name}_input", original.to_arrow())
     described = con.sql(f"SELECT * FROM {name}_input LIMIT 0")
     types = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
+    for column in [c for c in (*required, *optional) if c in types and c not in times]:
+        if _nested(types[column]):  # DuckDB's text of a list or struct would be compared as a key
+            raise TempomemError(f"{field}: the {column!r} column holds {types[column]} values; expected text")
     select = [f"{ROW}"]
     for column in required:
         if column in times:
@@ -79,3 +82,10 @@ def register(con: duckdb.DuckDBPyConnection, data: Any, *, field: str, name: str
     return original
 
 
+def _nested(duck_type: str) -> bool:
+    """Whether a DuckDB type is a list, array, struct, map or union.
+
+    >>> _nested("VARCHAR[]"), _nested("INTEGER[3]"), _nested("STRUCT(a INTEGER)"), _nested("BIGINT")
+    (True, True, True, False)
+    """
+    return duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP", "UNION"))
