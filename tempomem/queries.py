@@ -59,6 +59,21 @@ def check_keys(**keys: Any) -> None:
             raise TempomemError(f"{name}: expected a string (or None for any), got {type(value).__name__} {value!r}")
 
 
+def flag(value: object, name: str) -> bool:
+    """``value`` if it is ``True`` or ``False``, else the error naming the argument: a string
+    such as ``"no"`` is truthy, and a flag read from it would do the opposite of what it says.
+
+    >>> flag(False, "strict")
+    False
+    >>> flag("no", "strict")
+    Traceback (most recent call last):
+    tempomem.errors.TempomemError: strict: expected True or False, got str 'no'
+    """
+    if not isinstance(value, bool):
+        raise TempomemError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
 def filtered(con: duckdb.DuckDBPyConnection, source: str, params: dict[str, Any],
              keys: dict[str, str | None], order: str = _KEY_ORDER, select: str = "*") -> pl.DataFrame:
     """The ``select`` columns of the rows of ``source`` (a macro call written in code, its values

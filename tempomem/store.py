@@ -45,7 +45,7 @@ def open(path: str | os.PathLike[str], create: bool = False, predicates: dict[st
     for predicate, arity in (predicates or {}).items():
         check_declaration(predicate, arity, None)
     if not Storage.exists(path):
-        if not create:
+        if not queries.flag(create, "create"):
             raise TempomemError(f"path: no tempomem store at {path}; pass create=True to make one")
         Storage.create(path, {"schema_version": SCHEMA_VERSION, "policy": policy or "last_write_wins",
                               "predicates": {}, "salt": secrets.token_hex(16)})
@@ -190,8 +190,8 @@ class Memory:
         >>> mem.history("checkout-api").select("object", "status").rows()
         [('m5.large', 'retracted')]
         """
-        return self.reader.read_subject(subject, scope, predicate, not revisions, queries.history, subject, predicate,
-                                        scope, revisions)
+        return self.reader.read_subject(subject, scope, predicate, not queries.flag(revisions, "revisions"),
+                                        queries.history, subject, predicate, scope, revisions)
 
     def timeline(self, subject: str, *, scope: str | None = None) -> pl.DataFrame:
         """The audit view of a subject: every revision of its facts, in belief order.

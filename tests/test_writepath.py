@@ -362,6 +362,12 @@ def test_open_refuses_a_bad_argument_before_it_makes_a_store(tmp_path, kwargs, m
         (lambda m: m.invalidate(5, at="2025-01", reason="x"), tm.TempomemError, "fact_id: .* got int 5"),
         (lambda m: m.correct(None, reason="x"), tm.TempomemError, "fact_id: .* got NoneType None"),
         (lambda m: m.forget("seed", reason="x", scope=3), tm.TempomemError, "scope: expected a string"),
+        # a flag given as text: "no" is truthy, and was read as True
+        (lambda m: m.backfill([{"subject": "s", "predicate": "p", "object": "o", "recorded_at": "2025-01-01"}],
+                              resolve="no"), tm.TempomemError, "resolve: expected True or False, got str 'no'"),
+        (lambda m: m.history("seed", revisions="no"), tm.TempomemError, "revisions: expected True or False"),
+        (lambda m: tm.open(m.path.parent / "other", create="no"), tm.TempomemError, "create: expected True or False"),
+        (lambda m: tm.open(5), tm.TempomemError, r"path: expected a folder path \(a str or a Path\), got int 5"),
     ],
 )
 def test_bad_input_gets_a_typed_error_and_changes_nothing(mem, clock, call, error, match):

@@ -11,6 +11,7 @@ import polars as pl
 from ..connection import bind_events, new_connection, without_checkpoints, without_progress_bar
 from ..errors import BackfillError, TempomemError
 from ..forks import check_polars
+from ..queries import flag
 from ..sources import FORMATS
 from ..timegrammar import EPOCH_FACTORS
 from ..times import system_clock
@@ -39,6 +40,7 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
     ``origin`` (``import:<format>``) and flags of its own.
     """
     check_polars()  # the report's frames are Polars work under the writer lock: refused before taking it
+    lenient, strict, resolve = (flag(v, n) for v, n in ((lenient, "lenient"), (strict, "strict"), (resolve, "resolve")))
     if epoch_unit is not None and epoch_unit not in EPOCH_FACTORS:
         raise TempomemError(f"epoch_unit: must be one of {', '.join(EPOCH_FACTORS)} or None, got {epoch_unit!r}")
     origin, extra_flags = "backfill", None

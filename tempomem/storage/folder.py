@@ -69,6 +69,8 @@ class Storage:
     # creation and discovery
     @staticmethod
     def exists(path: str | os.PathLike[str]) -> bool:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TempomemError(f"path: expected a folder path (a str or a Path), got {type(path).__name__} {path!r}")
         return (Path(path) / log.LOG_DIR).is_dir()
 
     @classmethod
