@@ -159,6 +159,20 @@ def test_strict_loads_nothing_and_carries_the_report(mem: tm.Memory) -> None:
     assert mem.backfill([row("a")], strict=True).loaded == 1
 
 
+@pytest.mark.parametrize("resolve", [False, True])
+def test_an_input_with_no_row_loads_nothing_whatever_its_columns(mem: tm.Memory, tmp_path: Path, resolve) -> None:
+    """An empty day of an export is not an error: an empty JSON Lines file (which DuckDB reads as
+    one column, `json`), an empty list, with or without a mapping of columns it cannot show."""
+    (tmp_path / "day.jsonl").write_text("")
+    (tmp_path / "day.csv").write_text("subject,predicate,object,recorded_at\n")
+    version = mem._storage.latest_version()
+    for data, mapping in ((tmp_path / "day.jsonl", None), (tmp_path / "day.csv", None), ([], None),
+                          ([], {"who": "subject"})):
+        report = mem.backfill(data, mapping=mapping, resolve=resolve)
+        assert (report.rows_read, report.loaded, report.rejected.height, report.revisions) == (0, 0, 0, 0)
+    assert mem._storage.latest_version() == version
+
+
 def test_missing_required_column_and_bad_mapping(mem: tm.Memory) -> None:
     with pytest.raises(tm.TempomemError, match="recorded_at: the input has no recorded_at column"):
         mem.backfill([{"subject": "a", "predicate": "p", "object": "x"}])

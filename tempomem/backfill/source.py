@@ -110,6 +110,8 @@ def rename(con: duckdb.DuckDBPyConnection, mapping: Mapping[str, str]) -> dict[s
     source = dict(zip(described.columns, [str(t) for t in described.types], strict=True))
     for src, dst in mapping.items():
         if src not in source:
+            if _empty(con):
+                return _nothing_to_load(con)
             names = ", ".join(c for c in source if c != "__row")
             raise TempomemError(f"mapping: the input has no column {src!r} (columns: {names})")
         if not isinstance(dst, str) or not dst:
@@ -123,6 +125,8 @@ def rename(con: duckdb.DuckDBPyConnection, mapping: Mapping[str, str]) -> dict[s
     con.execute(f"CREATE TEMP VIEW _bf_in AS SELECT {select} FROM _bf_src")
     columns = {d: source[c] for c, d in keep if d != "__row"}
     missing = [c for c in REQUIRED if c not in columns]
+    if missing and _empty(con):
+        return _nothing_to_load(con)
     if missing:
         raise TempomemError(
             f"{missing[0]}: the input has no {missing[0]} column (columns: {', '.join(columns) or 'none'}); "
@@ -130,3 +134,17 @@ def rename(con: duckdb.DuckDBPyConnection, mapping: Mapping[str, str]) -> dict[s
             f"(tempomem backfill: --map your_column={missing[0]})"
         )
     return columns
+
+
+def _empty(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the input has no row: an empty JSON Lines file (DuckDB reads it as one column
+    named ``json``), an empty list of dicts, a day of an export with nothing in it."""
+    return not con.sql("SELECT 1 FROM _bf_src LIMIT 1").fetchall()
+
+
+def _nothing_to_load(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """``_bf_in`` for an input with no row, whatever its columns: the required ones and no row,
+    so that the load reports nothing read rather than a column it would not have read."""
+    columns = ", ".join(f"CAST(NULL AS VARCHAR) AS {quote(c)}" for c in REQUIRED)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _bf_in AS SELECT CAST(NULL AS BIGINT) AS __row, {columns} WHERE false")
+    return dict.fromkeys(REQUIRED, "VARCHAR")
