@@ -73,10 +73,12 @@ SELECT fact_id FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HA
 -- between rows are tested over the rows of the shared facts (shared_facts): a window over every
 -- row, when most facts are one row, was most of this.
 INSERT INTO _bf_fact_rejects
-WITH given AS (
-    SELECT __row, fact_id, coalesce(scope, 'default') AS scope, subject, predicate, recorded_at, retracted_at,
-           fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored
-    FROM _bf_candidates WHERE fact_id IS NOT NULL
+WITH given AS (  -- but the rows that repeat a stored revision (stored_repeats): they load once, not again
+    SELECT c.__row, c.fact_id, coalesce(c.scope, 'default') AS scope, c.subject, c.predicate, c.recorded_at,
+           c.retracted_at, c.fact_id IN (SELECT e.fact_id FROM _tm_events e) AS stored
+    FROM _bf_candidates AS c
+    ANTI JOIN _bf_stored_repeats AS r ON r.__row = c.__row AND r.recorded_at = c.recorded_at
+    WHERE c.fact_id IS NOT NULL
 ),
 tested AS (
     SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
@@ -101,37 +103,51 @@ WHERE stored OR scope <> first_scope OR subject <> first_subject OR predicate <>
    OR recorded_at = prev_recorded_at OR recorded_at >= prev_retracted_at;
 
 -- @part stored_matches
--- Rows that repeat a fact the store already holds: same key, value, valid interval and belief
--- time as a stored fact's first revision (a file loaded twice, a notebook cell run again). Only
--- rows without a fact id ($stored: the store has rows and the load is not replayed); a given
--- id already stored is refused instead (fact_rejects), and a replay finds the stored fact
--- itself. `given` is the row's retraction, `stored` the stored fact's (NULL: none).
+-- Rows that repeat what the store already holds (a file loaded twice, a notebook cell or an
+-- import run again): a row without a fact id, a stored fact's first revision of the same key,
+-- value, valid interval and belief time; a row with one, the stored revision of that fact
+-- recorded at its recorded_at, with the same key, value and valid interval ($stored: the store
+-- has rows and the load is not replayed, which finds the stored facts itself). A row is named
+-- by `__row` and `recorded_at`: an importer's source row that becomes two revisions gives two
+-- rows of one `__row`, which a fact's distinct belief times tell apart (fact_rejects refuses a
+-- repeat of one). `given` is the row's retraction, `stored` the stored fact's (NULL: none).
 CREATE TEMP TABLE _bf_stored_matches AS
-WITH firsts AS (
-    SELECT c.__row, c.retracted_at AS given, s.fact_id
+WITH stored AS (
+    SELECT fact_id, scope, subject, predicate, object, valid_from, valid_to, recorded_at, revision
+    FROM _tm_events WHERE $stored
+),
+matched AS (
+    SELECT c.__row, c.recorded_at, c.retracted_at AS given, s.fact_id
     FROM _bf_candidates AS c
-    JOIN (SELECT fact_id, scope, subject, predicate, object, valid_from, valid_to, recorded_at FROM _tm_events
-          WHERE $stored AND revision = 1) AS s
+    JOIN stored AS s
       ON s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
      AND s.object = c.object AND s.recorded_at = c.recorded_at
      AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
-    WHERE $stored AND c.fact_id IS NULL
+    WHERE c.fact_id IS NULL AND s.revision = 1
+    UNION ALL
+    SELECT c.__row, c.recorded_at, c.retracted_at AS given, s.fact_id
+    FROM _bf_candidates AS c
+    JOIN stored AS s
+      ON s.fact_id = c.fact_id AND s.recorded_at = c.recorded_at
+     AND s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
+     AND s.object = c.object
+     AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
 ),
 retractions AS (
     SELECT e.fact_id, max(e.retracted_at) AS retracted_at FROM _tm_events AS e
-    SEMI JOIN firsts AS f ON f.fact_id = e.fact_id
+    SEMI JOIN matched AS m ON m.fact_id = e.fact_id
     WHERE e.retracted_at IS NOT NULL
     GROUP BY e.fact_id
 )
-SELECT f.__row, f.given, f.fact_id, r.retracted_at AS stored
-FROM firsts AS f LEFT JOIN retractions AS r ON r.fact_id = f.fact_id;
+SELECT m.__row, m.recorded_at, m.given, m.fact_id, r.retracted_at AS stored
+FROM matched AS m LEFT JOIN retractions AS r ON r.fact_id = m.fact_id;
 
 -- @part stored_repeats
 -- Those rows are loaded once, that is not again: counted with the exact repeats and named by
 -- the flag already_stored. A row without a retraction repeats the fact whatever became of it
 -- since (corrected, say); a row with one repeats it only when the store holds that retraction.
 CREATE TEMP TABLE _bf_stored_repeats AS
-SELECT DISTINCT __row FROM _bf_stored_matches WHERE given IS NULL OR given = stored;
+SELECT DISTINCT __row, recorded_at FROM _bf_stored_matches WHERE given IS NULL OR given = stored;
 
 -- @part stored_retractions
 -- A row that repeats a stored fact but retracts it otherwise would rewrite that fact: refused.
@@ -139,10 +155,11 @@ INSERT INTO _bf_fact_rejects
 SELECT DISTINCT m.__row, 'retracted_at', CAST(m.given AS VARCHAR),
        'repeats stored fact ' || m.fact_id || ' and retracts it: backfill never rewrites a stored fact '
        || '(mem.correct retracts it)'
-FROM _bf_stored_matches AS m ANTI JOIN _bf_stored_repeats AS r ON r.__row = m.__row;
+FROM _bf_stored_matches AS m ANTI JOIN _bf_stored_repeats AS r ON r.__row = m.__row AND r.recorded_at = m.recorded_at;
 
 -- @part rows
 -- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).
 CREATE TEMP VIEW _bf_rows AS
-SELECT * FROM _bf_candidates
-WHERE __row NOT IN (SELECT f.row FROM _bf_fact_rejects f) AND __row NOT IN (SELECT r.__row FROM _bf_stored_repeats r);
+SELECT c.* FROM _bf_candidates AS c
+ANTI JOIN _bf_stored_repeats AS r ON r.__row = c.__row AND r.recorded_at = c.recorded_at
+WHERE c.__row NOT IN (SELECT f.row FROM _bf_fact_rejects f);

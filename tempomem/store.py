@@ -338,12 +338,12 @@ class Memory:
         (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
         reads unparseable valid times as missing and loads beliefs from the future.
         ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
-        Loaded as given, a row that repeats a stored fact (same key, value, valid interval and
-        ``recorded_at``: a file loaded again) is not loaded twice: it counts as a duplicate, and
-        the flag ``already_stored`` names it. ``epoch_unit`` (``"s"``, ``"ms"``, ``"us"``) reads
-        bare numbers as epochs; without it a number is a rejected row (nothing says seconds
-        rather than milliseconds). Text times follow the grammar of :mod:`tempomem.timegrammar`,
-        as everywhere. ``progress``: by
+        Loaded as given, a row that repeats a stored revision (key, value, valid interval,
+        ``recorded_at``, fact id if given: a file or an import run again) is not loaded twice:
+        it counts as a duplicate, and the flag ``already_stored`` names it. ``epoch_unit``
+        (``"s"``, ``"ms"``, ``"us"``) reads bare numbers as epochs; without it a number is a
+        rejected row (nothing says seconds rather than milliseconds). Text times follow the
+        grammar of :mod:`tempomem.timegrammar`, as everywhere. ``progress``: by
         default a bar (tqdm; a widget in Jupyter) for a load of a million rows or more where
         someone watches; ``False`` for none, or a ``progress(stage, rows_done)`` callback
         (:mod:`tempomem.progress`).

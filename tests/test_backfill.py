@@ -268,6 +268,27 @@ def test_rows_that_repeat_a_stored_fact_are_not_loaded_again(mem: tm.Memory, clo
     assert "already_stored" not in mem.backfill(rows, resolve=True).flags["flag"].to_list()
 
 
+def test_rows_with_fact_ids_that_repeat_stored_revisions_are_not_loaded_again(mem: tm.Memory, tmp_path: Path) -> None:
+    """An import or an export loaded again: each row with a fact id that repeats the stored
+    revision of that fact at its recorded_at is a duplicate, not a refused id; a row that would
+    add a revision to a stored fact stays refused, and a new fact loads."""
+    rows = [row("api", "m5", fact_id="f1", recorded_at="2025-01-01"),
+            row("api", "m5", fact_id="f1", recorded_at="2025-03-01", valid_to="2025-02-01"),
+            row("db", "r6", fact_id="f2", recorded_at="2025-01-02")]
+    assert mem.backfill(rows).loaded == 3
+    again = mem.backfill(rows)
+    assert (again.loaded, again.duplicates, again.rejected.height) == (0, 3, 0)
+    tm.export.export(mem, tmp_path / "all.parquet")
+    back = mem.backfill(tmp_path / "all.parquet")
+    assert (back.rows_read, back.loaded, back.duplicates, back.rejected.height) == (3, 0, 3, 0)
+    grown = mem.backfill([*rows, row("db", "r6", fact_id="f2", recorded_at="2025-04-01", valid_to="2025-04-01"),
+                          row("web", "n1", fact_id="f3", recorded_at="2025-04-01")])
+    assert (grown.loaded, grown.duplicates) == (1, 3)
+    assert grown.rejected.select("row", "reason").rows() == [
+        (3, "already in the store: backfill adds facts, it never rewrites a stored one")]
+    assert sorted(revs(mem).select("fact_id", "revision").rows()) == [("f1", 1), ("f1", 2), ("f2", 1), ("f3", 1)]
+
+
 def test_a_repeat_of_a_stored_fact_that_retracts_it_is_refused(mem: tm.Memory, clock) -> None:
     """A repeated row without a retraction is the stored fact whatever became of it since (a
     correction does not bring it back); one that adds a retraction would rewrite it: refused."""

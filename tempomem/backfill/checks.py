@@ -217,13 +217,14 @@ class Loader:
             con.sql("SELECT _h FROM _bf_checked_rows WHERE _h IS NOT NULL").to_arrow_table()["_h"])}))
         for part in ("repeated", "merged", "candidates", "fact_rejects_table"):
             con.execute(_SQL[part])
+        stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
+        con.execute(_SQL["stored_matches"], {"stored": stored})
+        for part in ("stored_repeats", "stored_retractions"):
+            con.execute(_SQL[part])
         if self.has_fact_id and not resolve:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
-        stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
-        con.execute(_SQL["stored_matches"], {"stored": stored})
-        for part in ("stored_repeats", "stored_retractions", "rows"):
-            con.execute(_SQL[part])
+        con.execute(_SQL["rows"])
 
 
 def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
