@@ -32,7 +32,8 @@ CREATE OR REPLACE TEMP MACRO tm__bf_given_text(v) AS coalesce(NOT tm__bf_blank(v
 CREATE OR REPLACE TEMP MACRO tm__bf_given(v) AS v IS NOT NULL;
 
 -- Numbers, flags and lists of another type: what casts, else NULL (a rule then rejects it).
-CREATE OR REPLACE TEMP MACRO tm__bf_number(v) AS TRY_CAST(v AS DOUBLE);
+-- A true or false is not a number (DuckDB would cast it to 1 or 0), as the write path reads it.
+CREATE OR REPLACE TEMP MACRO tm__bf_number(v) AS CASE WHEN typeof(v) <> 'BOOLEAN' THEN TRY_CAST(v AS DOUBLE) END;
 CREATE OR REPLACE TEMP MACRO tm__bf_flag(v) AS TRY_CAST(v AS BOOLEAN);
 CREATE OR REPLACE TEMP MACRO tm__bf_strings(v) AS TRY_CAST(v AS VARCHAR[]);
 CREATE OR REPLACE TEMP MACRO tm__bf_floats(v) AS TRY_CAST(v AS FLOAT[]);

@@ -69,6 +69,8 @@ def _clean_string(value: Any, field: str, row: int | None, *, required: bool = T
 
 def _clean_number(value: Any, field: str, row: int | None, lo: float, hi: float) -> float:
     try:
+        if isinstance(value, bool):  # float(True) is 1.0: a flag is not a number
+            raise TypeError
         number = float(value)
     except (TypeError, ValueError):
         raise TempomemError(f"{_where(row)}{field}: expected a number, got {value!r}") from None

@@ -188,6 +188,21 @@ def test_an_embedding_of_numbers_a_float_cannot_hold_is_refused_on_every_path(me
     assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]
 
 
+def test_a_flag_is_not_a_number_on_any_path(mem):
+    """True was read as a confidence of 1.0 (Python's float(True), DuckDB's cast): refused."""
+    rows = [{"subject": f"s{i}", "predicate": "p", "object": "o", "confidence": True} for i in range(3)]
+    for batch in (rows[:1], rows * 1000):  # row by row, and a large batch
+        with pytest.raises(tm.TempomemError, match="confidence: expected a number, got True"):
+            mem.assert_many(batch)
+    with pytest.raises(tm.TempomemError, match="weight: expected a number, got False"):
+        mem.assert_fact("s", "p", "o", weight=False)
+    frame = pl.DataFrame({"subject": ["s"], "predicate": ["p"], "object": ["o"], "recorded_at": ["2026-01-01"],
+                          "confidence": [True]})
+    assert mem.backfill(frame).rejected.select("field", "value", "reason").rows() == [
+        ("confidence", "true", "must be a number between 0 and 1")]
+    assert mem.sql("SELECT count(*) FROM revisions").fetchall() == [(0,)]
+
+
 @pytest.mark.parametrize("weight", [float("inf"), 1e13, -1.0])
 def test_a_weight_past_the_limit_is_refused_on_every_path(mem, weight):
     rows = [{"subject": f"s{i}", "predicate": "p", "object": "o", "weight": 1.0} for i in range(3)]
