@@ -112,26 +112,16 @@ WHERE stored OR scope <> first_scope OR subject <> first_subject OR predicate <>
 -- rows of one `__row`, which a fact's distinct belief times tell apart (fact_rejects refuses a
 -- repeat of one). `given` is the row's retraction, `stored` the stored fact's (NULL: none).
 CREATE TEMP TABLE _bf_stored_matches AS
-WITH stored AS (
-    SELECT fact_id, scope, subject, predicate, object, valid_from, valid_to, recorded_at, revision
-    FROM _tm_events WHERE $stored
-),
-matched AS (
+WITH matched AS (
+    -- one join on what both kinds of row compare, the fact id (or a first revision) checked after it
     SELECT c.__row, c.recorded_at, c.retracted_at AS given, s.fact_id
     FROM _bf_candidates AS c
-    JOIN stored AS s
+    JOIN (SELECT fact_id, scope, subject, predicate, object, valid_from, valid_to, recorded_at, revision
+          FROM _tm_events WHERE $stored) AS s
       ON s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
      AND s.object = c.object AND s.recorded_at = c.recorded_at
      AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
-    WHERE c.fact_id IS NULL AND s.revision = 1
-    UNION ALL
-    SELECT c.__row, c.recorded_at, c.retracted_at AS given, s.fact_id
-    FROM _bf_candidates AS c
-    JOIN stored AS s
-      ON s.fact_id = c.fact_id AND s.recorded_at = c.recorded_at
-     AND s.scope = coalesce(c.scope, 'default') AND s.subject = c.subject AND s.predicate = c.predicate
-     AND s.object = c.object
-     AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
+    WHERE CASE WHEN c.fact_id IS NULL THEN s.revision = 1 ELSE s.fact_id = c.fact_id END
 ),
 retractions AS (
     SELECT e.fact_id, max(e.retracted_at) AS retracted_at FROM _tm_events AS e
