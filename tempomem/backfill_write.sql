@@ -4,7 +4,8 @@
 --
 -- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts). A load runs
 -- `absent` and `common`, then one part of each pair below (the two define the same macros two
--- ways), then `revisions` once per key range:
+-- ways), `revision_rows`, then `revisions` once per key range, and, when the load adds revisions to stored facts,
+-- `split_onto` first and `onto_stored` last:
 --   * `ids_given` or `ids_generated`: how a fact id is made and what the sort compares;
 --   * `one_row_per_fact` or `rows_share_facts`: how a fact's revisions are numbered.
 -- Ids are all generated only when the input has no fact_id column: then every fact is one row.
@@ -58,15 +59,16 @@ FROM (SELECT r.* REPLACE (tm__bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.no
              unnest(CASE WHEN r.retracted_at > r.recorded_at THEN [0, 1] ELSE [0] END) AS part
       FROM (SELECT * EXCLUDE (_absent_) FROM query_table(rows) CROSS JOIN _bf_absent) r);
 
--- Every row of the key range [from, to) (tm__bf_in_range) but the columns the input lacks,
+-- Every row of `rows` (a table's name) in the key range [from, to) (tm__bf_in_range) but the
+-- columns the input lacks,
 -- sorted while narrow, in the order its revisions are written: by key, by fact (ids_given or
 -- ids_generated says what the sort compares), and a fact's rows by belief time. Within a fact
 -- every recorded_at is distinct (backfill_checks.sql refuses a repeat and a row after the
 -- retraction), so this is the order of its revision numbers, and a row's retraction (part 1,
 -- tm__bf_parts) is its fact's last revision: the revisions come out of tm__bf_parts in order.
-CREATE OR REPLACE TEMP MACRO tm__bf_ranged(from_scope, from_subject, to_scope, to_subject, absent) AS TABLE
+CREATE OR REPLACE TEMP MACRO tm__bf_ranged(rows, from_scope, from_subject, to_scope, to_subject, absent) AS TABLE
 SELECT COLUMNS(lambda c: c NOT IN ('_fixed', '_no_start') AND NOT list_contains(absent, c))
-FROM _bf_rows r
+FROM query_table(rows) r
 WHERE tm__bf_in_range(coalesce(r.scope, 'default'), r.subject, from_scope, from_subject, to_scope, to_subject)
 ORDER BY coalesce(r.scope, 'default'), r.subject, r.predicate, tm__bf_fact_order(r.fact_id, r.recorded_at, r.__row, r.nonce),
          r.recorded_at;
@@ -136,12 +138,14 @@ SELECT s.* EXCLUDE (at_, same_, object_, valid_from_, valid_to_, recorded_at_, r
        CASE WHEN same_ THEN superseded_by_ END AS prev_superseded_by, CASE WHEN same_ THEN status_ END AS prev_status
 FROM s;
 
--- @part revisions
--- The stored rows of one key range ($from_scope, $from_subject, $to_scope, $to_subject), in
--- EVENT_SCHEMA's order then `_id_us` and `_id_serial` (what ids_generated's text is made of)
--- and `_row`, the input row (what the overlap flag names).
+-- @part revision_rows
+-- The stored rows (after the pairs above, whose macros it calls) of the rows of `rows` (a table's name) in one key range (from_scope,
+-- from_subject, to_scope, to_subject), in EVENT_SCHEMA's order then `_id_us` and `_id_serial`
+-- (what ids_generated's text is made of) and `_row`, the input row (what the overlap flag names).
+CREATE OR REPLACE TEMP MACRO tm__bf_revisions(rows, from_scope, from_subject, to_scope, to_subject, absent,
+                                              origin, ingested_at) AS TABLE
 WITH ranged AS (
-    SELECT * FROM tm__bf_ranged($from_scope, $from_subject, $to_scope, $to_subject, $absent)
+    SELECT * FROM tm__bf_ranged(rows, from_scope, from_subject, to_scope, to_subject, absent)
 ),
 revs AS (
     SELECT * FROM tm__bf_parts('ranged')
@@ -153,7 +157,7 @@ SELECT fact_id, scope, subject, predicate, object,
        coalesce(text, subject || ' ' || predicate || ' ' || object) AS text,
        valid_from, valid_to, valid_from_inferred, recorded_at, retracted_at, superseded_at,
        superseded_by, status, reason, source, confidence,
-       CAST($origin AS VARCHAR) AS origin, CAST($ingested_at AS TIMESTAMPTZ) AS ingested_at,
+       CAST(origin AS VARCHAR) AS origin, CAST(ingested_at AS TIMESTAMPTZ) AS ingested_at,
        coalesce(artifacts, CAST([] AS VARCHAR[])) AS artifacts, attributes, embedding,
        coalesce(link_type, 'entity') AS link_type, coalesce(weight, 1.0) AS weight,
        CAST(revision AS INTEGER) AS revision, prev_object, prev_valid_from, prev_valid_to, prev_recorded_at,
@@ -161,3 +165,45 @@ SELECT fact_id, scope, subject, predicate, object,
        first_recorded_at, true AS folded, folded_until,
        tm__id_us(first_recorded_at_) AS _id_us, nonce + __row AS _id_serial, __row AS _row
 FROM numbered;
+
+-- @part split_onto
+-- The load's rows that add revisions to stored facts (`_bf_stored_facts`, backfill_checks.sql),
+-- written apart (onto_stored), and the others, the new facts (revisions).
+CREATE OR REPLACE TEMP VIEW _bf_new_rows AS
+SELECT r.* FROM _bf_rows AS r ANTI JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id;
+-- A late retraction (backfill_checks.sql) loads as its retraction: recorded then, and retracted.
+CREATE OR REPLACE TEMP VIEW _bf_onto_rows AS
+SELECT r.* REPLACE (tm__bf_late_recorded_at(r.recorded_at, r.retracted_at, l.__row) AS recorded_at,
+                    coalesce(r.superseded_at, CASE WHEN r.superseded_by IS NOT NULL THEN r.recorded_at END)
+                        AS superseded_at)
+FROM _bf_rows AS r SEMI JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id
+LEFT JOIN _bf_late_retractions AS l ON l.__row = r.__row AND l.recorded_at = r.recorded_at;
+
+-- @part revisions
+-- The new facts' revisions ($rows: `_bf_rows`, or `_bf_new_rows` when the load also adds to
+-- stored facts) of one key range ($from_scope, $from_subject, $to_scope, $to_subject).
+SELECT * FROM tm__bf_revisions($rows, $from_scope, $from_subject, $to_scope, $to_subject, $absent,
+                               $origin, $ingested_at);
+
+-- @part onto_stored
+-- The revisions the load adds to stored facts, numbered on from each fact's latest stored
+-- revision (`_bf_stored_facts`): the first follows it (its prev_*), and all carry the fact's
+-- first recorded time. They are written as a commit writes revisions, fresh (not folded, no
+-- belief end stored), so that the reads end the stored revision where the first of them starts
+-- (revisions.sql): the stored rows are never rewritten. Few rows, in one range, sorted again
+-- after the join.
+SELECT r.* REPLACE (
+           CAST(r.revision + s.revision AS INTEGER) AS revision,
+           CASE WHEN r.revision = 1 THEN s.object ELSE r.prev_object END AS prev_object,
+           CASE WHEN r.revision = 1 THEN s.valid_from ELSE r.prev_valid_from END AS prev_valid_from,
+           CASE WHEN r.revision = 1 THEN s.valid_to ELSE r.prev_valid_to END AS prev_valid_to,
+           CASE WHEN r.revision = 1 THEN s.recorded_at ELSE r.prev_recorded_at END AS prev_recorded_at,
+           CASE WHEN r.revision = 1 THEN s.retracted_at ELSE r.prev_retracted_at END AS prev_retracted_at,
+           CASE WHEN r.revision = 1 THEN s.superseded_at ELSE r.prev_superseded_at END AS prev_superseded_at,
+           CASE WHEN r.revision = 1 THEN s.superseded_by ELSE r.prev_superseded_by END AS prev_superseded_by,
+           CASE WHEN r.revision = 1 THEN s.status ELSE r.prev_status END AS prev_status,
+           s.first_recorded_at AS first_recorded_at, false AS folded,
+           CAST(NULL AS TIMESTAMPTZ) AS folded_until)
+FROM tm__bf_revisions('_bf_onto_rows', NULL, NULL, NULL, NULL, $absent, $origin, $ingested_at) AS r
+JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id
+ORDER BY r.scope, r.subject, r.predicate, r.fact_id, r.revision;

@@ -270,8 +270,8 @@ def test_rows_that_repeat_a_stored_fact_are_not_loaded_again(mem: tm.Memory, clo
 
 def test_rows_with_fact_ids_that_repeat_stored_revisions_are_not_loaded_again(mem: tm.Memory, tmp_path: Path) -> None:
     """An import or an export loaded again: each row with a fact id that repeats the stored
-    revision of that fact at its recorded_at is a duplicate, not a refused id; a row that would
-    add a revision to a stored fact stays refused, and a new fact loads."""
+    revision of that fact at its recorded_at is a duplicate, not a refused id; a row that adds
+    a later revision to a stored fact loads as its next revision, and a new fact loads."""
     rows = [row("api", "m5", fact_id="f1", recorded_at="2025-01-01"),
             row("api", "m5", fact_id="f1", recorded_at="2025-03-01", valid_to="2025-02-01"),
             row("db", "r6", fact_id="f2", recorded_at="2025-01-02")]
@@ -283,10 +283,10 @@ def test_rows_with_fact_ids_that_repeat_stored_revisions_are_not_loaded_again(me
     assert (back.rows_read, back.loaded, back.duplicates, back.rejected.height) == (3, 0, 3, 0)
     grown = mem.backfill([*rows, row("db", "r6", fact_id="f2", recorded_at="2025-04-01", valid_to="2025-04-01"),
                           row("web", "n1", fact_id="f3", recorded_at="2025-04-01")])
-    assert (grown.loaded, grown.duplicates) == (1, 3)
-    assert grown.rejected.select("row", "reason").rows() == [
-        (3, "already in the store: backfill adds facts, it never rewrites a stored one")]
-    assert sorted(revs(mem).select("fact_id", "revision").rows()) == [("f1", 1), ("f1", 2), ("f2", 1), ("f3", 1)]
+    assert (grown.loaded, grown.duplicates, grown.rejected.height) == (2, 3, 0)
+    assert sorted(revs(mem).select("fact_id", "revision").rows()) == [
+        ("f1", 1), ("f1", 2), ("f2", 1), ("f2", 2), ("f3", 1)]
+    assert mem.as_of("2025-04-02", "db").is_empty()  # f2 ended at 2025-04-01, as the grown row says
 
 
 def test_a_repeat_of_a_stored_fact_that_retracts_it_is_refused(mem: tm.Memory, clock) -> None:
@@ -618,30 +618,47 @@ def test_rows_of_one_fact_id_are_its_revisions(mem: tm.Memory) -> None:
     assert mem.as_believed("2024-08-01", "2025-02-01", "api")["object"].to_list() == ["m5"]
     assert mem.as_believed("2024-08-01", "2025-03-01", "api").is_empty()
     assert_previous_columns(mem)
-    again = mem.backfill([row("api", "m5", fact_id="f1", recorded_at="2025-05-01")])
-    assert again.rejected["reason"].to_list() == [
-        "already in the store: backfill adds facts, it never rewrites a stored one"]
+    # the stored fact's history is not rewritten; a later revision extends it
+    again = mem.backfill([row("api", "m5", fact_id="f1", recorded_at="2025-02-01"),
+                          row("api", "m5", fact_id="f1", recorded_at="2025-05-01", valid_from="2024-01-01")])
+    assert again.rejected.select("row", "reason").rows() == [
+        (0, "already in the store, its latest revision recorded at 2025-03-01 00:00:00+00: backfill adds later "
+            "revisions to a stored fact, it never rewrites its history")]
+    assert revs(mem).select("revision", "valid_to", "status").rows() == [
+        (1, None, "live"), (2, ts("2024-06-01"), "ended"), (3, None, "live")]
+    assert_previous_columns(mem)
 
 
 
-def test_rows_after_a_retraction_and_facts_of_the_store_are_refused_whichever_their_rows(mem: tm.Memory) -> None:
-    """A row after its fact's retraction is refused naming it; a fact id already stored is
-    refused whether the load gives it one row or several; a fact of one row breaks no other rule."""
-    mem.backfill([row("db", "r6", fact_id="s1", recorded_at="2025-01-01")])
+def test_rows_after_a_retraction_and_rows_rewriting_a_stored_fact_are_refused(mem: tm.Memory) -> None:
+    """A row after its fact's retraction is refused naming it; a row of a stored fact is refused
+    when it would rewrite that fact's history (recorded no later than its latest revision, of
+    another key, after its retraction), whether the load gives the fact one row or several, and
+    otherwise loads as the fact's next revisions; a fact of one row breaks no other rule."""
+    mem.backfill([row("db", "r6", fact_id="s1", recorded_at="2025-01-01"),
+                  row("dx", "r5", fact_id="s2", recorded_at="2025-01-01", retracted_at="2025-01-02")])
     report = mem.backfill([
         row("api", "m5", fact_id="f1", recorded_at="2025-01-01", retracted_at="2025-02-01"),
         row("api", "m6", fact_id="f1", recorded_at="2025-03-01"),
-        row("db", "r7", fact_id="s1", recorded_at="2025-04-01"),
+        row("db", "r7", fact_id="s1", recorded_at="2024-12-01"),
+        row("db", "r7", fact_id="s1", recorded_at="2025-04-01", valid_to="2025-04-01"),
         row("db", "r8", fact_id="s1", recorded_at="2025-05-01"),
+        row("dc", "r8", fact_id="s1", recorded_at="2025-06-01"),
+        row("dx", "r5", fact_id="s2", recorded_at="2025-03-01"),
         row("web", "m5", fact_id="s1x", recorded_at="2025-04-01"),
     ])
     assert report.rejected.select("row", "reason").rows() == [
         (1, "this fact was already retracted at 2025-02-01 00:00:00+00"),
-        (2, "already in the store: backfill adds facts, it never rewrites a stored one"),
-        (3, "already in the store: backfill adds facts, it never rewrites a stored one")]
-    assert report.loaded == 2
-    assert sorted(revs(mem).select("fact_id", "revision", "status").rows()) == [
-        ("f1", 1, "live"), ("f1", 2, "retracted"), ("s1", 1, "live"), ("s1x", 1, "live")]
+        (2, "already in the store, its latest revision recorded at 2025-01-01 00:00:00+00: backfill adds later "
+            "revisions to a stored fact, it never rewrites its history"),
+        (5, "the stored fact of this id has another key: (default, db, p)"),
+        (6, "the stored fact was retracted at 2025-01-02 00:00:00+00: backfill adds nothing after a retraction")]
+    assert report.loaded == 4
+    assert sorted(revs(mem).select("fact_id", "revision", "object", "status").rows()) == [
+        ("f1", 1, "m5", "live"), ("f1", 2, "m5", "retracted"), ("s1", 1, "r6", "live"), ("s1", 2, "r7", "ended"),
+        ("s1", 3, "r8", "live"), ("s1x", 1, "m5", "live"), ("s2", 1, "r5", "live"), ("s2", 2, "r5", "retracted")]
+    assert_previous_columns(mem)
+    assert mem.check().ok
 
 
 @pytest.mark.parametrize("resolve", [False, True])
@@ -1301,3 +1318,36 @@ def test_a_busy_key_of_revision_chains_flags_exactly_its_overlaps(tmp_path: Path
     assert problems.filter(pl.col("fact_id") == "f100")["detail"].item().endswith("believed at 2024-04-10 12:00:00+00")
     plain = mem.connect().sql("SELECT * FROM tm_problems([]) ORDER BY kind, fact_id").pl()
     assert problems.equals(plain.cast(pl.String))
+
+
+def test_a_store_exported_again_brings_its_copy_up_to_date(tmp_path: Path, clock) -> None:
+    """A copy kept by exporting a store and backfilling the export, again after every change
+    (an assertion that closes a value, an invalidation, a correction, a new key): each export
+    adds what is new and nothing twice, and the copy answers as the store does, revision for
+    revision."""
+    source, copy = tm.open(tmp_path / "source", create=True), tm.open(tmp_path / "copy", create=True)
+    clock.set("2026-01-01T00:00:00Z")
+    source.assert_fact("svc", "owner", "ana", valid_from="2026-01-01")
+    tier = source.assert_fact("svc", "tier", "gold")
+    size = source.assert_fact("db", "size", "m5.large")
+    changes = [lambda: source.assert_fact("svc", "owner", "bob", valid_from="2026-02-01"),
+               lambda: source.invalidate(tier.fact_id, at="2026-05-01", reason="downgraded"),
+               lambda: source.correct(size.fact_id, reason="never that size"),
+               lambda: source.assert_fact("web", "owner", "cy")]
+    loaded = []
+    for n, change in enumerate([None, *changes]):
+        if change:
+            clock.set(f"2026-02-{1 + n:02d}T00:00:00Z")
+            change()
+        tm.export.export(source, tmp_path / f"export{n}.parquet")
+        report = copy.backfill(tmp_path / f"export{n}.parquet")
+        assert report.rejected.height == 0
+        loaded.append((report.loaded, report.duplicates))
+        assert copy.sql("SELECT * EXCLUDE (origin, ingested_at) FROM revisions ORDER BY fact_id, revision").pl().equals(
+            source.sql("SELECT * EXCLUDE (origin, ingested_at) FROM revisions ORDER BY fact_id, revision").pl())
+    # each change adds its revisions: bob and ana's closing, tier's end, the retraction, web
+    assert loaded == [(3, 0), (2, 3), (1, 5), (1, 6), (1, 7)]
+    assert sorted(copy.as_of("2026-04-01", "svc").select("predicate", "object").rows()) == [
+        ("owner", "bob"), ("tier", "gold")]
+    assert copy.as_of("2026-06-01", "svc").select("predicate", "object").rows() == [("owner", "bob")]
+    assert copy.current("db").is_empty() and copy.check().ok

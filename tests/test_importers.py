@@ -303,3 +303,64 @@ def test_graphiti_an_export_with_a_byte_order_mark_loads(mem: tm.Memory, tmp_pat
     empty = tmp_path / "empty.json"
     empty.write_bytes(b"\xef\xbb\xbf[]")
     assert mem.backfill(empty, format="graphiti").loaded == 0
+
+
+def _revisions(mem: tm.Memory) -> pl.DataFrame:
+    """Every revision as the store answers it, but what says when and how it was loaded."""
+    return mem.sql("SELECT * EXCLUDE (origin, ingested_at) FROM revisions ORDER BY fact_id, revision").pl()
+
+
+def test_a_mem0_history_grown_since_its_import_adds_what_is_new(tmp_path: Path) -> None:
+    """The same history imported again a few days on (a daily sync): the events already
+    imported are duplicates, the rest extend the stored facts (an UPDATE closes a stored ADD, a
+    DELETE retracts it), and the store is the one a single import of the whole history makes."""
+    events = [("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00Z", None),
+              ("h2", "m2", "Lives in Oslo", "ADD", "2024-05-02T09:00:00Z", None),
+              ("h1", "m1", "Likes coffee", "UPDATE", "2024-05-01T09:00:00Z", "2024-05-03T09:00:00Z"),
+              ("h3", "m2", None, "DELETE", "2024-05-02T09:00:00Z", "2024-05-04T09:00:00Z"),
+              ("h4", "m3", "Plays chess", "ADD", "2024-05-05T09:00:00Z", None)]
+    synced = tm.open(tmp_path / "synced", create=True)
+    assert tm.importers.mem0(synced, _mem0_db(tmp_path / "may2.db", events[:2])).loaded == 2
+    grown = tm.importers.mem0(synced, _mem0_db(tmp_path / "may5.db", events))
+    # rows: h0 (a duplicate), h0 closed by h1, h1, h2 retracted by h3 (only the retraction is new), h4
+    assert (grown.rows_read, grown.loaded, grown.duplicates, grown.rejected.height, grown.revisions) == (5, 4, 1, 0, 4)
+    assert synced.current("m1")["object"].to_list() == ["Likes coffee"]
+    assert synced.current("m2").is_empty()
+    assert synced.as_believed("2024-05-02T12:00:00Z", "2024-05-02T12:00:00Z", "m2")["object"].to_list() == [
+        "Lives in Oslo"]
+    once = tm.open(tmp_path / "once", create=True)
+    tm.importers.mem0(once, tmp_path / "may5.db")
+    assert _revisions(synced).equals(_revisions(once))
+    again = tm.importers.mem0(synced, tmp_path / "may5.db")
+    assert (again.loaded, again.duplicates, again.rejected.height) == (0, 5, 0)
+    assert synced.check().ok
+
+
+def test_a_graphiti_export_grown_since_its_import_adds_what_is_new(tmp_path: Path) -> None:
+    """Graphiti edits edges in place: exported again, an edge expired since is new revisions of
+    the stored edge (closed at invalid_at, or retracted without one), a new edge a new fact; the
+    store is the one a single import of the later export makes."""
+    def edge(uuid: str, name: str, target: str, **more: str) -> dict:
+        return {"uuid": uuid, "group_id": "acme", "source_name": "Alice", "target_name": target, "name": name,
+                "fact": f"Alice {name} {target}", "created_at": "2024-01-05T10:00:00Z",
+                "valid_at": "2023-01-10T00:00:00Z", **more}
+    works, paris = edge("e1", "WORKS_AT", "Acme"), edge("e2", "LIVES_IN", "Paris")
+    (tmp_path / "jan.json").write_text(json.dumps([works, paris]))
+    (tmp_path / "apr.json").write_text(json.dumps([
+        {**works, "expired_at": "2024-04-01T00:00:00Z"},
+        {**paris, "invalid_at": "2024-03-01T00:00:00Z", "expired_at": "2024-03-02T09:00:00Z"},
+        edge("e3", "LIVES_IN", "Berlin", created_at="2024-03-02T09:00:00Z", valid_at="2024-03-01T00:00:00Z")]))
+    synced = tm.open(tmp_path / "synced", create=True)
+    tm.importers.graphiti(synced, tmp_path / "jan.json")
+    grown = tm.importers.graphiti(synced, tmp_path / "apr.json")
+    # rows: e1 retracted at its expiry (only the retraction is new); e2 as created (a duplicate)
+    # and closed at its expiry; e3
+    assert (grown.rows_read, grown.loaded, grown.duplicates, grown.rejected.height, grown.revisions) == (4, 3, 1, 0, 3)
+    assert answer(synced.current("Alice", scope="acme")) == [("LIVES_IN", "Berlin")]
+    assert answer(synced.as_believed("2024-02-01", "2024-03-01", "Alice", scope="acme")) == [
+        ("LIVES_IN", "Paris"), ("WORKS_AT", "Acme")]
+    once = tm.open(tmp_path / "once", create=True)
+    tm.importers.graphiti(once, tmp_path / "apr.json")
+    assert _revisions(synced).equals(_revisions(once))
+    assert tm.importers.graphiti(synced, tmp_path / "apr.json").loaded == 0
+    assert synced.check().ok

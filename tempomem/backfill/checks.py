@@ -219,8 +219,11 @@ class Loader:
             con.execute(_SQL[part])
         stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
         con.execute(_SQL["stored_matches"], {"stored": stored})
-        for part in ("stored_repeats", "stored_retractions"):
+        for part in ("stored_repeats", "late_retractions", "stored_retractions"):
             con.execute(_SQL[part])
+        con.execute(_SQL["stored_fact_ids"], {"stored": stored and self.has_fact_id})
+        found = con.sql("SELECT count(*) > 0 FROM _bf_stored_fact_ids").fetchall()[0][0]
+        con.execute(_SQL["stored_facts"], {"found": found})
         if self.has_fact_id and not resolve:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])

@@ -90,7 +90,8 @@ def backfill(engine: Engine, data: Any, *, mapping: dict[str, str] | None = None
                 if not resolve and report.loaded:
                     # Nothing is committed, but the report flags what the load would have
                     # written: the revisions go to a scratch file, tested as a load's are.
-                    scratch = (Path(spill) / "strict-ended.parquet", Path(spill) / "strict.parquet")
+                    scratch = (Path(spill) / "strict-ended.parquet", Path(spill) / "strict.parquet",
+                               Path(spill) / "strict-onto.parquet")
                     written = write_revisions(con, scratch, **written_as, notify=lambda stage, done: None)
                     report_parts["flags"] = flags.with_overlaps(con, report_parts["flags"], settings, written)
                     report = BackfillReport(**report_parts, origin=origin)

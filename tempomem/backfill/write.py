@@ -114,7 +114,7 @@ def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: in
     if loaded == 0:
         return 0
     last_api_us = engine.last_api_us()
-    targets = (engine.storage.new_file_path(), engine.storage.new_file_path())
+    targets = (engine.storage.new_file_path(), engine.storage.new_file_path(), engine.storage.new_file_path())
     try:
         written = write_revisions(con, targets, loaded=loaded, has_fact_id=has_fact_id, absent=absent,
                                   origin=origin, ingested_at=ingested_at, notify=notify)
@@ -127,11 +127,12 @@ def write_as_given(engine: Engine, con: duckdb.DuckDBPyConnection, *, loaded: in
     return written.revisions
 
 
-def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], *, loaded: int,
+def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path, Path], *, loaded: int,
                     has_fact_id: bool, absent: dict[str, str], origin: str, ingested_at: datetime,
                     notify: Progress) -> Written:
-    """Write the load's revision rows into the Parquet files ``targets`` (the ended revisions,
-    the others: :class:`~tempomem.storage.writer.FoldParts`); return what it wrote (:class:`Written`).
+    """Write the load's revision rows into the Parquet files ``targets`` (the new facts' ended
+    revisions, their others: :class:`~tempomem.storage.writer.FoldParts`; the revisions added to
+    stored facts, fresh as a commit's); return what it wrote (:class:`Written`).
 
     DuckDB computes them sorted by the store's SORT_KEYS (a large load range by range of
     keys, in order); they stream out as Arrow batches, each part in row groups of the store's
@@ -142,29 +143,41 @@ def write_revisions(con: duckdb.DuckDBPyConnection, targets: tuple[Path, Path], 
     # Rows sharing a given fact_id (the checks' _bf_shared_facts) are revisions numbered in
     # belief time order; otherwise a fact has one revision (two when retracted later).
     shared = has_fact_id and con.sql("SELECT count(*) > 0 FROM _bf_shared_facts").fetchall()[0][0]
+    onto = has_fact_id and con.sql("SELECT count(*) > 0 FROM _bf_stored_facts").fetchall()[0][0]
     nulls = [name for name in absent if name not in _RECOMPUTED]
     con.execute(_SQL["absent"], {"absent": nulls})
     con.execute(KEY_RANGE_MACRO)
-    for part in ("common", _IDS[has_fact_id], _FACTS[shared]):
+    for part in ("common", _IDS[has_fact_id], _FACTS[shared], "revision_rows", *(("split_onto",) if onto else ())):
         con.execute(_SQL[part])
-    written = 0
+    params = {"origin": origin, "ingested_at": ingested_at, "absent": nulls}
     changes = ValueChanges()
-    with FoldParts(*targets) as out:
+    with FoldParts(*targets[:2]) as out:
         for key_range in _key_ranges(con, loaded):
-            rows = con.sql(_SQL["revisions"], params={"origin": origin, "ingested_at": ingested_at,
-                                                      "absent": nulls, **key_range})
-            for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
-                ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"),
-                                                                         batch.column("_id_serial"))
-                # a copy: a column of DuckDB's batch holds the whole batch's memory until released
-                input_rows = pa.array(batch.column("_row").to_numpy(zero_copy_only=False).copy())
-                batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]],
-                                                   names=EVENT_SCHEMA.names)
-                out.write(batch, tags=input_rows)
-                changes.see(batch)
-                written += batch.num_rows
-            notify("write", written)
-    return Written(written, out.files, changes.keys(), _input_rows(out.tags()))
+            rows = con.sql(_SQL["revisions"], params={**params, **key_range,
+                                                      "rows": "_bf_new_rows" if onto else "_bf_rows"})
+            _stream(rows, out, changes, has_fact_id=has_fact_id)
+            notify("write", changes.rows)
+    tags = out.tags()
+    files = out.files
+    if onto:
+        with FoldParts(targets[2], targets[2]) as added:  # fresh rows: never the ended part
+            _stream(con.sql(_SQL["onto_stored"], params=params), added, changes, has_fact_id=True)
+        tags += added.tags()
+        files += added.files
+        notify("write", changes.rows)
+    return Written(changes.rows, files, changes.keys(), _input_rows(tags))
+
+
+def _stream(rows: duckdb.DuckDBPyRelation, out: FoldParts, changes: ValueChanges, *, has_fact_id: bool) -> None:
+    """Write the revision rows of ``rows`` (backfill_write.sql's columns) into ``out``, each
+    tagged with its input row, and let ``changes`` see them."""
+    for batch in rows.to_arrow_reader(writer.ROW_GROUP_ROWS):
+        ids = batch.column(0) if has_fact_id else generated_ids(batch.column("_id_us"), batch.column("_id_serial"))
+        # a copy: a column of DuckDB's batch holds the whole batch's memory until released
+        input_rows = pa.array(batch.column("_row").to_numpy(zero_copy_only=False).copy())
+        batch = pa.RecordBatch.from_arrays([ids, *batch.columns[1:len(EVENT_SCHEMA)]], names=EVENT_SCHEMA.names)
+        out.write(batch, tags=input_rows)
+        changes.see(batch)
 
 
 class ValueChanges:
@@ -179,9 +192,12 @@ class ValueChanges:
     def __init__(self) -> None:
         self._found: list[pa.Table] = []
         self._last: pa.RecordBatch | None = None  # the previous batch's last row
+        #: The rows seen.
+        self.rows = 0
 
     def see(self, batch: pa.RecordBatch) -> None:
         """Note the changes inside ``batch`` and between the previous batch and it."""
+        self.rows += batch.num_rows
         if batch.num_rows == 0:
             return
         cols = batch.select([*self._KEY, "object"])
