@@ -258,19 +258,49 @@ def _incremental(tmp: str, source: str, rows: int, runs: int, fresh_s: float) ->
 
     following = str(Path(tmp) / "following.parquet")
     duckdb.connect().execute(_GENERATE.format(start=int(rows), stop=2 * int(rows), path=following))
+    grown, extended = _grown_export(tmp)
     for label, input_, loaded in (("new rows into a store holding a load", following, rows),
-                                  ("the same file again (every row already stored)", source, 0)):
+                                  ("the same file again (every row already stored)", source, 0),
+                                  ("its export grown since (a tenth of the facts ended later)", grown, extended)):
         times = []
         for run in range(runs):
             store = Path(tmp) / f"held{run}"
             shutil.rmtree(store, ignore_errors=True)
             shutil.copytree(Path(tmp) / "store0", store)
             times.append(_in_child(_run_backfill_into, input_, str(store)))
-            assert times[-1][2] == loaded and times[-1][3] == rows - loaded, times[-1]
+            assert times[-1][2] == loaded and times[-1][3] == rows - (loaded if input_ != grown else 0), times[-1]
             shutil.rmtree(store)
         wall, cpu = statistics.median(t[0] for t in times), statistics.median(t[4] for t in times)
         print(f"{label}: median {wall:.2f}s ({rows / wall:,.0f} rows/s), cpu {cpu:.1f}s; "
               f"{wall / fresh_s:.2f}x the load into a new store; load average {os.getloadavg()[0]:.1f}")
+
+
+# A later export of the store: every revision as exported (each a duplicate when loaded again),
+# and a tenth of the facts with a revision recorded 400 days on that ends them (each the next
+# revision of a stored fact). {export} and {path} are ours (a temp folder).
+_GROWN = """
+COPY (
+    SELECT * FROM read_parquet('{export}')
+    UNION ALL BY NAME
+    SELECT * REPLACE (recorded_at + INTERVAL 400 DAY AS recorded_at,
+                      coalesce(valid_to, TIMESTAMPTZ '2025-06-01') AS valid_to, 'ended' AS status)
+    FROM read_parquet('{export}') WHERE hash(fact_id) % 10 = 0
+) TO '{path}' (FORMAT parquet, COMPRESSION zstd)
+"""
+
+
+def _grown_export(tmp: str) -> tuple[str, int]:
+    """The export of ``store0`` grown since (:data:`_GROWN`), and how many rows it adds."""
+    import duckdb
+
+    import tempomem as tm
+
+    export, grown = str(Path(tmp) / "export.parquet"), str(Path(tmp) / "grown.parquet")
+    tm.export.export(tm.open(str(Path(tmp) / "store0")), export)
+    con = duckdb.connect()
+    con.execute(_GROWN.format(export=export, path=grown))
+    added = con.execute("SELECT count(*) FROM read_parquet($p)", {"p": grown}).fetchone()[0]
+    return grown, added - con.execute("SELECT count(*) FROM read_parquet($p)", {"p": export}).fetchone()[0]
 
 
 if __name__ == "__main__":

@@ -64,8 +64,8 @@ CREATE TEMP TABLE _bf_fact_rejects (row BIGINT, field VARCHAR, value VARCHAR, re
 -- has rows and the load is not replayed, which finds the stored facts itself). A row is named
 -- by `__row` and `recorded_at`: an importer's source row that becomes two revisions gives two
 -- rows of one `__row`, which a fact's distinct belief times tell apart (fact_rejects refuses a
--- repeat of one). `given` is the row's retraction, `stored` the stored fact's (NULL: none),
--- `latest` when its latest revision was recorded.
+-- repeat of one). `given` is the row's retraction; for a row with one, `stored` is the stored
+-- fact's (NULL: none) and `latest` when its latest revision was recorded.
 CREATE TEMP TABLE _bf_stored_matches AS
 WITH matched AS (
     -- one join on what both kinds of row compare, the fact id (or a first revision) checked after it
@@ -78,9 +78,9 @@ WITH matched AS (
      AND s.valid_from IS NOT DISTINCT FROM c.valid_from AND s.valid_to IS NOT DISTINCT FROM c.valid_to
     WHERE CASE WHEN c.fact_id IS NULL THEN s.revision = 1 ELSE s.fact_id = c.fact_id END
 ),
-ends AS (
+ends AS (  -- what a row's retraction is compared with (stored_repeats, late_retractions)
     SELECT e.fact_id, max(e.retracted_at) AS retracted_at, max(e.recorded_at) AS latest FROM _tm_events AS e
-    SEMI JOIN matched AS m ON m.fact_id = e.fact_id
+    SEMI JOIN matched AS m ON m.fact_id = e.fact_id AND m.given IS NOT NULL
     GROUP BY e.fact_id
 )
 SELECT m.__row, m.recorded_at, m.given, m.named, m.fact_id, r.retracted_at AS stored, r.latest
