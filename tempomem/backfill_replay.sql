@@ -23,7 +23,9 @@ SELECT min((scope, subject)) AS lo FROM _tm_replay_keys WHERE chunk > 0 GROUP BY
 -- One chunk's operations (the keys of the range $from_scope, $from_subject to $to_scope,
 -- $to_subject, tm__bf_in_range of backfill_write.sql): what rounds.sql reads as `_tm_ops_in`, in the columns
 -- rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with the defaults of writepath.new_assertion for
--- what a row leaves out; `__row` stays for reports. Every row is an assertion at its recorded_at,
+-- what a row leaves out; `__row` stays for reports. A row is named by `__row` and `recorded_at`
+-- (an importer's source row that becomes two revisions gives two rows of one `__row`, at distinct
+-- belief times; named by `__row` alone, each was applied twice). Every row is an assertion at its recorded_at,
 -- and a row's retracted_at a correction, at that time, of the fact the assertion landed on;
 -- operations are ordered by time, assertions before corrections at one instant, then by input
 -- row, and numbered in that order from $offset (a key's operations are all in its chunk, so it
@@ -39,7 +41,7 @@ WITH mine AS MATERIALIZED (
 ),
 events AS (
     -- part 0 is a row's assertion, part 1 its retraction: one scan of the rows makes both
-    SELECT e.__row, e.part, CASE WHEN e.part = 1 THEN e.retracted_at ELSE e.recorded_at END AS commit_time
+    SELECT e.__row, e.recorded_at, e.part, CASE WHEN e.part = 1 THEN e.retracted_at ELSE e.recorded_at END AS commit_time
     FROM (SELECT r.__row, r.recorded_at, r.retracted_at,
                  unnest(CASE WHEN r.retracted_at IS NULL THEN [0] ELSE [0, 1] END) AS part
           FROM mine AS r) AS e
@@ -50,8 +52,9 @@ ordered AS (
 ),
 -- a retraction's target is the assertion of its row; only those assertions are hashed
 targets AS (
-    SELECT t.__row, t.op FROM ordered AS t
-    WHERE t.part = 0 AND t.__row IN (SELECT c.__row FROM ordered AS c WHERE c.part = 1)
+    SELECT t.__row, t.recorded_at, t.op FROM ordered AS t
+    SEMI JOIN ordered AS c ON c.part = 1 AND c.__row = t.__row AND c.recorded_at = t.recorded_at
+    WHERE t.part = 0
 )
 SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.commit_time,
        coalesce(r.scope, 'default') AS scope, r.subject, r.predicate, r.object, r.valid_from, r.valid_to,
@@ -67,8 +70,8 @@ SELECT o.op, CASE WHEN o.part = 0 THEN 'assert' ELSE 'correct' END AS kind, o.co
        coalesce(r.link_type, 'entity') AS link_type, coalesce(r.weight, 1.0) AS weight,
        2 * o.__row + o.part AS serial, r.__row
 FROM ordered AS o
-JOIN mine AS r ON r.__row = o.__row
-LEFT JOIN targets AS t ON o.part = 1 AND t.__row = o.__row;
+JOIN mine AS r ON r.__row = o.__row AND r.recorded_at = o.recorded_at
+LEFT JOIN targets AS t ON o.part = 1 AND t.__row = o.__row AND t.recorded_at = o.recorded_at;
 
 -- @part refused_rows
 -- The input rows of a chunk's refused operations (`_tm_refused_ops`, registered by the

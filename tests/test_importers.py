@@ -364,3 +364,37 @@ def test_a_graphiti_export_grown_since_its_import_adds_what_is_new(tmp_path: Pat
     assert _revisions(synced).equals(_revisions(once))
     assert tm.importers.graphiti(synced, tmp_path / "apr.json").loaded == 0
     assert synced.check().ok
+
+
+def test_an_import_replayed_applies_each_revision_of_a_source_row_once(mem: tm.Memory, tmp_path: Path) -> None:
+    """resolve=True: a source row that the mapping makes two rows (a mem0 value and its closing
+    by the next UPDATE, at two belief times) is two assertions, each applied once. Named by its
+    row alone, each was applied twice: tea's first revision was written twice, already closed,
+    and check() found the repeat."""
+    path = _mem0_db(tmp_path / "history.db", [
+        ("h0", "m1", "Likes tea", "ADD", "2024-05-01T09:00:00Z", None),
+        ("h1", "m1", "Likes coffee", "UPDATE", "2024-05-01T09:00:00Z", "2024-05-03T09:00:00Z"),
+        ("h2", "m1", "Likes water", "UPDATE", "2024-05-01T09:00:00Z", "2024-05-05T09:00:00Z"),
+        ("h3", "m1", None, "DELETE", "2024-05-01T09:00:00Z", "2024-05-07T09:00:00Z")])
+    report = tm.importers.mem0(mem, path, resolve=True)
+    # rows: tea, tea closed, coffee, coffee closed, water (retracted by h3)
+    assert (report.loaded, report.rejected.height, report.revisions) == (5, 0, 6)
+    day = {d: ts(f"2024-05-0{d}T09:00:00Z") for d in (1, 3, 5, 7)}
+    revisions = mem.history("m1", revisions=True)
+    assert revisions.select("object", "revision", "recorded_at", "valid_to", "status").rows() == [
+        ("Likes tea", 1, day[1], None, "live"), ("Likes tea", 2, day[3], day[3], "ended"),
+        ("Likes coffee", 1, day[3], None, "live"), ("Likes coffee", 2, day[5], day[5], "ended"),
+        ("Likes water", 1, day[5], None, "live"), ("Likes water", 2, day[7], None, "retracted")]
+    assert mem.as_believed("2024-05-04", "2024-05-04", "m1")["object"].to_list() == ["Likes coffee"]
+    assert mem.check().ok
+
+
+def test_graphiti_edges_replayed_expire_once(mem: tm.Memory) -> None:
+    """resolve=True: an edge expired after it was created (two rows of one edge) is asserted open
+    from created_at and closed at invalid_at from expired_at, each once."""
+    report = tm.importers.graphiti(mem, FIXTURES / "graphiti_edges.json", resolve=True)
+    assert (report.rows_read, report.rejected.height) == (7, 0)
+    paris = mem.history("Alice", "LIVES_IN", scope="acme", revisions=True).filter(pl.col("object") == "Paris")
+    assert paris.select("revision", "recorded_at", "valid_to").rows() == [
+        (1, ts("2024-01-05T10:00:00Z"), None), (2, ts("2024-03-02T09:00:00Z"), ts("2024-03-01"))]
+    assert mem.check().ok
