@@ -92,7 +92,8 @@ def _scrubbed_mentions(name: str) -> dict[str, pl.Expr]:
 def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str, reason: str,
                   commit_time: datetime, in_scope: pl.Expr) -> tuple[pl.DataFrame, int]:
     """All rows after erasure, sorted for storage, and the newest belief time in microseconds;
-    the name is scrubbed from the free text of the other facts ``in_scope`` (:func:`_scrubbed_mentions`)."""
+    the name is scrubbed from the reasons and the free text of the other facts ``in_scope``
+    (:func:`_scrubbed_mentions`): in another scope it may name another entity."""
     erased = pl.col("fact_id").is_in(targets.implode())
     gone = rows.filter(erased)
     # Strings to scrub from reasons: the name, and each erased object the way the write path
@@ -130,7 +131,8 @@ def _erased_table(rows: pl.DataFrame, targets: pl.Series, name: str, hashed: str
     # and its text with it; scrubbing its text would only make that text disagree with its key
     mentions = in_scope & ~pl.any_horizontal(pl.col(c).str.contains(name, literal=True)
                                              for c in ("scope", "subject", "object"))
-    kept = rows.filter(~erased).with_columns(reason=scrub).with_columns(
+    kept = rows.filter(~erased).with_columns(
+        reason=pl.when(in_scope).then(scrub).otherwise(pl.col("reason"))).with_columns(
         pl.when(mentions).then(expr).otherwise(pl.col(column)).alias(column)
         for column, expr in _scrubbed_mentions(name).items())
     everything = pl.concat([kept, wiped]).sort(

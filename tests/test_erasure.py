@@ -138,7 +138,9 @@ def test_the_name_is_scrubbed_from_other_facts_free_text(tmp_path):
                       "text": f"{name} is a VIP"},
                      {"subject": f"{name}-card", "predicate": "status", "object": "blocked"}])
     mem.backfill([{"subject": "ticket-4", "predicate": "about", "object": "fraud", "recorded_at": "2025-12-01",
-                   "caller": name}])
+                   "caller": name, "valid_to": "2025-12-02", "reason": f"closed by {name}"},
+                  {"subject": "ticket-5", "predicate": "about", "object": "fraud", "recorded_at": "2025-12-01",
+                   "scope": "crm", "valid_to": "2025-12-02", "reason": f"closed by {name}"}])
     clock.tick(days=1)
     assert mem.forget(name, reason="GDPR", scope="default") == 1
     kept = mem.sql("SELECT subject, object, text, artifacts, attributes, embedding, status FROM facts "
@@ -148,6 +150,10 @@ def test_the_name_is_scrubbed_from_other_facts_free_text(tmp_path):
         ("ticket-1", "billing", "call [erased] back", ["mail from [erased]"], None, None, "live"),
         ("ticket-2", "refund", "ticket-2 about refund", [], None, [0.25, 0.75], "live"),
         ("ticket-3", "vip", f"{name} is a VIP", [], None, None, "live"),
-        ("ticket-4", "fraud", "ticket-4 about fraud", [], '{"caller":"[erased]"}', None, "live"),
+        ("ticket-4", "fraud", "ticket-4 about fraud", [], '{"caller":"[erased]"}', None, "ended"),
+        ("ticket-5", "fraud", "ticket-5 about fraud", [], None, None, "ended"),
     ]
+    assert mem.sql("SELECT scope, subject, reason FROM facts WHERE subject LIKE 'ticket-_' AND reason IS NOT NULL "
+                   "ORDER BY subject").fetchall() == [
+        ("default", "ticket-4", "closed by [erased]"), ("crm", "ticket-5", f"closed by {name}")]
     assert mem.check().ok, mem.check().problems
