@@ -969,6 +969,45 @@ def test_random_valid_histories_round_trip_exactly(history: list[dict], tmp_path
     assert_previous_columns(copy)
 
 
+@st.composite
+def _growing_history(draw: st.DrawFn) -> list[dict]:
+    """Facts of one to three revision rows each (one fact id, one key, distinct belief times,
+    valid ends that change), the last one retracted or not."""
+    rows = []
+    for i in range(draw(st.integers(1, 5))):
+        key = {"fact_id": f"f{i}", "subject": draw(st.sampled_from(["a", "b"])), "predicate": "p",
+               "object": draw(st.sampled_from(["x", "y"]))}
+        start = draw(st.none() | _micros)
+        for recorded in sorted(set(draw(st.lists(_micros, min_size=1, max_size=3)))):
+            end = draw(st.none() | _micros)
+            rows.append({**key, "valid_from": None if start is None else _BASE - timedelta(microseconds=start),
+                         "valid_to": None if end is None else _BASE + timedelta(microseconds=end),
+                         "recorded_at": _BASE + timedelta(microseconds=recorded), "retracted_at": None})
+        if draw(st.booleans()):
+            rows[-1]["retracted_at"] = rows[-1]["recorded_at"] + timedelta(microseconds=draw(st.integers(0, 10**9)))
+    return rows
+
+
+@settings(max_examples=40 if HEAVY else 5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=_growing_history(), cuts=st.lists(_micros, max_size=3))
+def test_a_history_loaded_as_it_grew_is_the_history_loaded_at_once(history: list[dict], cuts: list[int],
+                                                                    tmp_path_factory) -> None:
+    """A source loaded again and again as it grows (what it held at each of a few instants: the
+    rows recorded by then, a retraction only once it happened), then whole, gives the store one
+    load of the whole source gives: revision numbers, prev_* and belief ends included."""
+    folder = tmp_path_factory.mktemp("grown")
+    once, grown = tm.open(folder / "once", create=True), tm.open(folder / "grown", create=True)
+    assert once.backfill(history).rejected.height == 0
+    for cut in [*sorted(cuts), None]:
+        at = None if cut is None else _BASE + timedelta(microseconds=cut)
+        held = [{**r, "retracted_at": r["retracted_at"] if at is None or (r["retracted_at"] or at) <= at else None}
+                for r in history if at is None or r["recorded_at"] <= at]
+        report = grown.backfill(pl.DataFrame(held, schema=pl.DataFrame(history).schema))
+        assert report.rejected.height == 0, report.rejected
+    assert _comparable(grown).equals(_comparable(once))
+    assert_previous_columns(grown)
+
+
 def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     report = mem.backfill([
         row("api", "eu-west-1", recorded_at="2025-01-02", valid_from="2024-12"),
