@@ -155,30 +155,42 @@ WHERE $found;
 -- not be a retraction or an erasure; backfill adds to a stored fact's history, it never rewrites
 -- it. (Only when the input has fact ids and the load is not replayed: the replay refuses rows
 -- of stored facts itself.) The rules between rows are tested over the rows of the shared facts
--- (shared_facts): a window over every row, when most facts are one row, was most of this.
+-- (shared_facts) and of the stored facts: a window over every row, when most facts are one row,
+-- was most of this; the stored facts' columns are joined to their own rows only (most loads name
+-- none).
 INSERT INTO _bf_fact_rejects
 WITH given AS (  -- but the rows that repeat a stored revision (stored_repeats): they load once, not again
-    SELECT c.__row, c.fact_id, coalesce(c.scope, 'default') AS scope, c.subject, c.predicate,
-           tm__bf_late_recorded_at(c.recorded_at, c.retracted_at, l.__row) AS recorded_at,
-           c.retracted_at, s.fact_id IS NOT NULL AS stored, s.scope AS stored_scope, s.subject AS stored_subject,
-           s.predicate AS stored_predicate, s.recorded_at AS stored_recorded_at,
-           s.retracted_at AS stored_retracted_at, s.status AS stored_status
+    SELECT c.__row, c.fact_id, coalesce(c.scope, 'default') AS scope, c.subject, c.predicate, c.recorded_at,
+           c.retracted_at
     FROM _bf_candidates AS c
     ANTI JOIN _bf_stored_repeats AS r ON r.__row = c.__row AND r.recorded_at = c.recorded_at
-    LEFT JOIN _bf_late_retractions AS l ON l.__row = c.__row AND l.recorded_at = c.recorded_at
-    LEFT JOIN _bf_stored_facts AS s ON s.fact_id = c.fact_id
     WHERE c.fact_id IS NOT NULL
 ),
+onto AS (  -- the rows of stored facts, a late retraction (late_retractions) at its time
+    SELECT g.* REPLACE (tm__bf_late_recorded_at(g.recorded_at, g.retracted_at, l.__row) AS recorded_at),
+           true AS stored, s.scope AS stored_scope, s.subject AS stored_subject, s.predicate AS stored_predicate,
+           s.recorded_at AS stored_recorded_at, s.retracted_at AS stored_retracted_at, s.status AS stored_status
+    FROM given AS g
+    JOIN _bf_stored_facts AS s ON s.fact_id = g.fact_id
+    LEFT JOIN _bf_late_retractions AS l ON l.__row = g.__row AND l.recorded_at = g.recorded_at
+),
+-- the rules between rows, over the rows of the new facts of several rows and over the rows of the
+-- stored facts apart: the stored facts' columns carried through the sort of every row cost as much
 tested AS (
     SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
            first_value(r.predicate) OVER w AS first_predicate,
            lag(r.recorded_at) OVER w AS prev_recorded_at,
            max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM given AS r SEMI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id
+    FROM given AS r SEMI JOIN _bf_shared_facts AS h ON h.fact_id = r.fact_id
+    ANTI JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id
     WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
     UNION ALL BY NAME
-    -- a fact of one row can only be refused for what the store holds of it
-    SELECT r.* FROM given AS r ANTI JOIN _bf_shared_facts AS s ON s.fact_id = r.fact_id WHERE r.stored
+    SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
+           first_value(r.predicate) OVER w AS first_predicate,
+           lag(r.recorded_at) OVER w AS prev_recorded_at,
+           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
+    FROM onto AS r
+    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
 ),
 judged AS (
     SELECT __row, fact_id,
