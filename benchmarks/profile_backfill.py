@@ -103,7 +103,7 @@ def main() -> None:
         elif args.resolve:
             generate_log(Path(source), max(args.rows // 10, 1), 10)
         else:
-            duckdb.connect().execute(_GENERATE.format(rows=int(args.rows), path=source))
+            duckdb.connect().execute(_GENERATE.format(start=0, stop=int(args.rows), path=source))
         mem = tm.open(Path(tmp) / "store", create=True, predicates={"works_on": "multi"})
         log: list[tuple[str, float, float, str | None]] = []
         explain_dir = tmp if args.explain else None
