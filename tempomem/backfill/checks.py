@@ -222,12 +222,22 @@ class Loader:
         for part in ("stored_repeats", "late_retractions", "stored_retractions"):
             con.execute(_SQL[part])
         con.execute(_SQL["stored_fact_ids"], {"stored": stored and self.has_fact_id})
-        found = con.sql("SELECT count(*) > 0 FROM _bf_stored_fact_ids").fetchall()[0][0]
-        con.execute(_SQL["stored_facts"], {"found": found})
+        found = con.sql("SELECT count(*) FROM _bf_stored_fact_ids").fetchall()[0][0]
+        # A hash join passes the values of a build side of at most this many rows into the scan
+        # as a filter (DuckDB's default: 50), which then decodes the other columns only where an
+        # id matches: the latest revisions of 500 facts of a 10M store in 0.2 s, not 0.8.
+        con.execute("SET dynamic_or_filter_threshold = $n", {"n": max(50, min(found, _FILTERED_IDS))})
+        con.execute(_SQL["stored_facts"], {"found": found > 0})
+        con.execute("RESET dynamic_or_filter_threshold")
         if self.has_fact_id and not resolve:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
         con.execute(_SQL["rows"])
+
+
+#: The most stored facts whose ids stored_facts passes into its scan as a filter: beyond some
+#: thousands, testing each row against the list costs more than it saves.
+_FILTERED_IDS = 2_000
 
 
 def _repeated(hashes: pa.ChunkedArray) -> np.ndarray:
