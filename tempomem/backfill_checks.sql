@@ -215,6 +215,27 @@ judged AS (
 )
 SELECT __row, 'fact_id', fact_id, reason FROM judged WHERE reason IS NOT NULL;
 
+-- @part replayed_before_stored
+-- A replay applies its rows in belief-time order through the write path, after what the store
+-- believes: a row recorded no later than the latest stored revision of its key would be applied
+-- against beliefs it precedes (a source replayed again, a late row replayed a day on), so it is
+-- refused, naming that revision's time. ($stored: the store has rows and the load is a replay.)
+INSERT INTO _bf_fact_rejects
+WITH keys AS (
+    SELECT e.scope, e.subject, e.predicate, max(e.recorded_at) AS latest FROM _tm_events AS e
+    SEMI JOIN (SELECT coalesce(c.scope, 'default') AS scope, c.subject, c.predicate FROM _bf_candidates AS c
+               WHERE $stored) AS k
+           ON k.scope = e.scope AND k.subject = e.subject AND k.predicate = e.predicate
+    GROUP BY ALL
+)
+SELECT c.__row, 'recorded_at', CAST(c.recorded_at AS VARCHAR),
+       'the store already holds beliefs of this key up to ' || CAST(k.latest AS VARCHAR)
+       || ': a replay applies rows after them (a source that grew since it was loaded loads as given, '
+       || 'resolve=False)'
+FROM _bf_candidates AS c
+JOIN keys AS k ON k.scope = coalesce(c.scope, 'default') AND k.subject = c.subject AND k.predicate = c.predicate
+WHERE c.recorded_at <= k.latest;
+
 -- @part rows
 -- The rows that load: `_bf_rows`, a view, so that a load is held once (in `_bf_checked`).
 CREATE TEMP VIEW _bf_rows AS

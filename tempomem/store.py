@@ -337,10 +337,11 @@ class Memory:
         renames source columns to the SPEC's. Bad rows are rejected one by one and reported
         (``strict=True``: all or nothing, raising :class:`tm.BackfillError`). ``lenient``
         reads unparseable valid times as missing and loads beliefs from the future.
-        ``resolve=True`` replays the rows through the write path in ``recorded_at`` order.
-        Loaded as given, a row that repeats a stored revision (key, value, valid interval,
-        ``recorded_at``, fact id if given: a file or an import run again) is not loaded twice:
-        it counts as a duplicate, and the flag ``already_stored`` names it. ``epoch_unit``
+        ``resolve=True`` replays the rows through the write path in ``recorded_at`` order, after what the
+        store believes (a row no later than its key's latest stored revision is rejected). As given, a row
+        repeating a stored revision (key, value, valid interval, ``recorded_at``, fact id) is a duplicate
+        (flag ``already_stored``), one naming a stored fact after its latest revision is its next: a source
+        that grew since it was loaded adds only what is new. ``epoch_unit``
         (``"s"``, ``"ms"``, ``"us"``) reads bare numbers as epochs; without it a number is a
         rejected row (nothing says seconds rather than milliseconds). Text times follow the
         grammar of :mod:`tempomem.timegrammar`, as everywhere. ``progress``: by

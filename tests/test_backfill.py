@@ -1028,6 +1028,28 @@ def test_resolve_replays_through_the_write_path(mem: tm.Memory, clock) -> None:
     assert_previous_columns(mem)
 
 
+def test_a_replay_refuses_rows_recorded_before_what_the_store_believes_of_their_key(mem: tm.Memory) -> None:
+    """A replay applies rows in belief order after the stored beliefs: a row of a key recorded no
+    later than that key's latest stored revision (the same log replayed again, a late row
+    replayed a day on) is refused naming that time, and changes nothing; later rows and other
+    keys replay. Applied, each old row was asserted again against today's beliefs."""
+    log = [row("api", "m5", recorded_at="2025-01-01", valid_from="2024-01-01"),
+           row("api", "m6", recorded_at="2025-02-01", valid_from="2024-06-01")]
+    assert mem.backfill(log, resolve=True).loaded == 2
+    before = revs(mem).drop("believed_until")
+    again = mem.backfill([*log, row("api", "m4", recorded_at="2025-01-15", valid_from="2024-03-01"),
+                          row("api", "m7", recorded_at="2025-03-01", valid_from="2024-09-01"),
+                          row("db", "pg", recorded_at="2025-01-01")], resolve=True)
+    reason = ("the store already holds beliefs of this key up to 2025-02-01 00:00:00+00: a replay applies rows "
+              "after them (a source that grew since it was loaded loads as given, resolve=False)")
+    assert again.rejected.select("row", "field", "reason").rows() == [
+        (0, "recorded_at", reason), (1, "recorded_at", reason), (2, "recorded_at", reason)]
+    assert (again.loaded, again.revisions) == (2, 3)  # m7 closes m6: two revisions; pg: one
+    assert revs(mem, "api").filter(pl.col("recorded_at") <= ts("2025-02-01")).drop("believed_until").equals(before)
+    assert mem.as_of("2024-10-01", "api")["object"].to_list() == ["m7"]
+    assert mem.check().ok
+
+
 def test_a_replay_stores_the_facts_it_makes_folded_and_new_revisions_of_stored_facts_fresh(mem: tm.Memory) -> None:
     """Like a resolve=False load, a replay writes its new facts' whole histories folded (each
     revision with its belief end), so no later small commit must fold it; a revision of a fact

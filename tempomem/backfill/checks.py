@@ -232,6 +232,9 @@ class Loader:
         if self.has_fact_id and not resolve:
             con.execute(_SQL["shared_facts"])
             con.execute(_SQL["fact_rejects"])
+        if resolve:
+            held = con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
+            con.execute(_SQL["replayed_before_stored"], {"stored": held})
         con.execute(_SQL["rows"])
 
 

@@ -18,7 +18,10 @@ every row group.
 
 An assertion the write path refuses (a conflict under a ``reject`` policy, a belief time not
 after the fact's latest revision) is left out and its row reported as rejected; the other rows
-load. A refused correction (its fact is no longer believed) fails the whole load.
+load. A refused correction (its fact is no longer believed) fails the whole load. A row
+recorded no later than its key's latest stored revision never gets here: the checks reject it
+(backfill_checks.sql, replayed_before_stored), since it would be applied against beliefs it
+precedes.
 """
 
 from __future__ import annotations
