@@ -148,13 +148,24 @@ SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object, e.valid_from, e.val
 FROM _tm_events AS e SEMI JOIN _bf_stored_fact_ids AS f ON f.fact_id = e.fact_id AND f.revision = e.revision
 WHERE $found;
 
+-- @part between_rows
+-- Each row of `rows` (a table's name: rows with a fact id, scope, subject, predicate,
+-- recorded_at and retracted_at) beside what the rules between a fact's rows compare: its fact's
+-- first row's key, the belief time of the row before it, and the latest retraction before it.
+CREATE OR REPLACE TEMP MACRO tm__bf_between_rows(rows) AS TABLE
+SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
+       first_value(r.predicate) OVER w AS first_predicate, lag(r.recorded_at) OVER w AS prev_recorded_at,
+       max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
+FROM query_table(rows) AS r
+WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row);
+
 -- @part fact_rejects
 -- Rows sharing a fact_id are revisions of one fact: they must share its key, have distinct
 -- belief times and not follow its retraction. A row of a stored fact (stored_facts) adds a
 -- revision to it: it must have the fact's key and come after its latest revision, which must
 -- not be a retraction or an erasure; backfill adds to a stored fact's history, it never rewrites
--- it. (Only when the input has fact ids and the load is not replayed: the replay refuses rows
--- of stored facts itself.) The rules between rows are tested over the rows of the shared facts
+-- it. (Only when the input has fact ids and the load is not replayed: a replay's rows are
+-- assertions, which replayed_before_stored and the write path check.) The rules between rows are tested over the rows of the shared facts
 -- (shared_facts) and of the stored facts: a window over every row, when most facts are one row,
 -- was most of this; the stored facts' columns are joined to their own rows only (most loads name
 -- none).
@@ -176,21 +187,12 @@ onto AS (  -- the rows of stored facts, a late retraction (late_retractions) at 
 ),
 -- the rules between rows, over the rows of the new facts of several rows and over the rows of the
 -- stored facts apart: the stored facts' columns carried through the sort of every row cost as much
+new_shared AS (
+    SELECT g.* FROM given AS g SEMI JOIN _bf_shared_facts AS h ON h.fact_id = g.fact_id
+    ANTI JOIN _bf_stored_facts AS s ON s.fact_id = g.fact_id
+),
 tested AS (
-    SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
-           first_value(r.predicate) OVER w AS first_predicate,
-           lag(r.recorded_at) OVER w AS prev_recorded_at,
-           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM given AS r SEMI JOIN _bf_shared_facts AS h ON h.fact_id = r.fact_id
-    ANTI JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id
-    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
-    UNION ALL BY NAME
-    SELECT r.*, first_value(r.scope) OVER w AS first_scope, first_value(r.subject) OVER w AS first_subject,
-           first_value(r.predicate) OVER w AS first_predicate,
-           lag(r.recorded_at) OVER w AS prev_recorded_at,
-           max(r.retracted_at) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_retracted_at
-    FROM onto AS r
-    WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row)
+    SELECT * FROM tm__bf_between_rows('new_shared') UNION ALL BY NAME SELECT * FROM tm__bf_between_rows('onto')
 ),
 judged AS (
     SELECT __row, fact_id,

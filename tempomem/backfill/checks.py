@@ -230,8 +230,8 @@ class Loader:
         con.execute(_SQL["stored_facts"], {"found": found > 0})
         con.execute("RESET dynamic_or_filter_threshold")
         if self.has_fact_id and not resolve:
-            con.execute(_SQL["shared_facts"])
-            con.execute(_SQL["fact_rejects"])
+            for part in ("shared_facts", "between_rows", "fact_rejects"):
+                con.execute(_SQL[part])
         if resolve:
             held = con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
             con.execute(_SQL["replayed_before_stored"], {"stored": held})
