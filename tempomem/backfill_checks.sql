@@ -116,15 +116,6 @@ FROM _bf_stored_matches AS m
 ANTI JOIN _bf_stored_repeats AS r ON r.__row = m.__row AND r.recorded_at = m.recorded_at
 ANTI JOIN _bf_late_retractions AS l ON l.__row = m.__row AND l.recorded_at = m.recorded_at;
 
--- @part shared_facts
--- The fact ids given to more than one loadable row (only when the input has fact ids and the
--- load is not replayed): the facts whose rows are revisions numbered by belief time, which the
--- checks between rows (fact_rejects) take, and no other row; the write numbers revisions
--- against their neighbours when there is one (backfill_write.sql, rows_share_facts). Most facts
--- of an export are one row each (edges each with its uuid, a few expired).
-CREATE TEMP TABLE _bf_shared_facts AS
-SELECT fact_id FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HAVING count(*) > 1;
-
 -- @part stored_fact_ids
 -- The stored facts the rows name by fact id (but the rows that repeat a stored revision), with
 -- their latest revision's number: a row of one adds a later revision to it, which fact_rejects
@@ -147,6 +138,15 @@ SELECT e.fact_id, e.scope, e.subject, e.predicate, e.object, e.valid_from, e.val
        e.retracted_at, e.superseded_at, e.superseded_by, e.status, e.revision, e.first_recorded_at
 FROM _tm_events AS e SEMI JOIN _bf_stored_fact_ids AS f ON f.fact_id = e.fact_id AND f.revision = e.revision
 WHERE $found;
+
+-- @part shared_facts
+-- The fact ids given to more than one loadable row (only when the input has fact ids and the
+-- load is not replayed): the facts whose rows are revisions numbered by belief time, which the
+-- checks between rows (fact_rejects) take, and no other row; the write numbers revisions
+-- against their neighbours when there is one (backfill_write.sql, rows_share_facts). Most facts
+-- of an export are one row each (edges each with its uuid, a few expired).
+CREATE TEMP TABLE _bf_shared_facts AS
+SELECT fact_id FROM _bf_candidates WHERE fact_id IS NOT NULL GROUP BY fact_id HAVING count(*) > 1;
 
 -- @part between_rows
 -- Each row of `rows` (a table's name: rows with a fact id, scope, subject, predicate,
