@@ -165,10 +165,10 @@ WINDOW w AS (PARTITION BY r.fact_id ORDER BY r.recorded_at, r.__row);
 -- revision to it: it must have the fact's key and come after its latest revision, which must
 -- not be a retraction or an erasure; backfill adds to a stored fact's history, it never rewrites
 -- it. (Only when the input has fact ids and the load is not replayed: a replay's rows are
--- assertions, which replayed_before_stored and the write path check.) The rules between rows are tested over the rows of the shared facts
--- (shared_facts) and of the stored facts: a window over every row, when most facts are one row,
--- was most of this; the stored facts' columns are joined to their own rows only (most loads name
--- none).
+-- assertions, which replayed_before_stored and the write path check.) The rules between rows
+-- are tested over the rows of the shared facts (shared_facts) and of the stored facts: a window
+-- over every row, when most facts are one row, was most of this; the stored facts' columns are
+-- joined to their own rows only (most loads name none).
 INSERT INTO _bf_fact_rejects
 WITH given AS (  -- but the rows that repeat a stored revision (stored_repeats): they load once, not again
     SELECT c.__row, c.fact_id, coalesce(c.scope, 'default') AS scope, c.subject, c.predicate, c.recorded_at,

@@ -24,9 +24,9 @@ SELECT min((scope, subject)) AS lo FROM _tm_replay_keys WHERE chunk > 0 GROUP BY
 -- $to_subject, tm__bf_in_range of backfill_write.sql): what rounds.sql reads as `_tm_ops_in`, in the columns
 -- rounds.OP_COLUMNS and rounds.PAYLOAD_COLUMNS, with the defaults of writepath.new_assertion for
 -- what a row leaves out; `__row` stays for reports. A row is named by `__row` and `recorded_at`
--- (an importer's source row that becomes two revisions gives two rows of one `__row`, at distinct
--- belief times; named by `__row` alone, each was applied twice). Every row is an assertion at its recorded_at,
--- and a row's retracted_at a correction, at that time, of the fact the assertion landed on;
+-- (an importer's source row that becomes two revisions gives two rows of one `__row`, at
+-- distinct belief times; named by `__row` alone, each was applied twice). Every row is an
+-- assertion at its recorded_at, and a row's retracted_at a correction, at that time, of the fact the assertion landed on;
 -- operations are ordered by time, assertions before corrections at one instant, then by input
 -- row, and numbered in that order from $offset (a key's operations are all in its chunk, so it
 -- is their order in the whole log). A new fact's id is numbered by its row (`serial`), so that

@@ -4,8 +4,8 @@
 --
 -- Named parts, each starting at a line `-- @part <name>` (connection.sql_parts). A load runs
 -- `absent` and `common`, then one part of each pair below (the two define the same macros two
--- ways), `revision_rows`, then `revisions` once per key range, and, when the load adds revisions to stored facts,
--- `split_onto` first and `onto_stored` last:
+-- ways), `revision_rows`, then `revisions` once per key range; a load that adds revisions to
+-- stored facts runs `split_onto` before the ranges and `onto_stored` after them:
 --   * `ids_given` or `ids_generated`: how a fact id is made and what the sort compares;
 --   * `one_row_per_fact` or `rows_share_facts`: how a fact's revisions are numbered.
 -- Ids are all generated only when the input has no fact_id column: then every fact is one row.
@@ -36,6 +36,10 @@ CREATE OR REPLACE TEMP MACRO tm__bf_in_range(scope_, subject_, from_scope, from_
 -- @part common
 -- A range's rows (tm__bf_ranged, below) leave out the columns the input lacks.
 
+-- A row's supersession time: superseded when the row was recorded, unless it says when.
+CREATE OR REPLACE TEMP MACRO tm__bf_superseded_at(superseded_at, superseded_by, recorded_at) AS
+    coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END);
+
 -- Every row of `rows` as its revisions: part 0 is the row as recorded, part 1 its retraction
 -- when that came later. One scan makes both (a UNION of two reads would materialise the rows
 -- first). `first_recorded_at_` is the row's own recorded_at; `folded_until_` the belief end of
@@ -46,8 +50,8 @@ SELECT * REPLACE (
            CASE WHEN part = 1 OR born_retracted THEN retracted_at END AS retracted_at,
            CASE WHEN part = 1 OR born_retracted THEN 'retracted' ELSE belief_status END AS status,
            CASE WHEN part = 1 OR born_retracted THEN coalesce(retraction_reason, reason) ELSE reason END AS reason,
-           -- superseded when the row was recorded, unless it says when: both parts agree
-           coalesce(superseded_at, CASE WHEN superseded_by IS NOT NULL THEN recorded_at END) AS superseded_at),
+           -- both parts agree
+           tm__bf_superseded_at(superseded_at, superseded_by, recorded_at) AS superseded_at),
        recorded_at AS first_recorded_at_,
        CASE WHEN part = 0 AND retracted_at > recorded_at THEN retracted_at END AS folded_until_
 FROM (SELECT r.* REPLACE (tm__bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.nonce) AS fact_id,
@@ -60,8 +64,8 @@ FROM (SELECT r.* REPLACE (tm__bf_fact_id(r.fact_id, r.recorded_at, r.__row, r.no
       FROM (SELECT * EXCLUDE (_absent_) FROM query_table(rows) CROSS JOIN _bf_absent) r);
 
 -- Every row of `rows` (a table's name) in the key range [from, to) (tm__bf_in_range) but the
--- columns the input lacks,
--- sorted while narrow, in the order its revisions are written: by key, by fact (ids_given or
+-- columns the input lacks, sorted while narrow, in the order its revisions are written: by key,
+-- by fact (ids_given or
 -- ids_generated says what the sort compares), and a fact's rows by belief time. Within a fact
 -- every recorded_at is distinct (backfill_checks.sql refuses a repeat and a row after the
 -- retraction), so this is the order of its revision numbers, and a row's retraction (part 1,
@@ -139,9 +143,10 @@ SELECT s.* EXCLUDE (at_, same_, object_, valid_from_, valid_to_, recorded_at_, r
 FROM s;
 
 -- @part revision_rows
--- The stored rows (after the pairs above, whose macros it calls) of the rows of `rows` (a table's name) in one key range (from_scope,
+-- The stored rows of the rows of `rows` (a table's name) in one key range (from_scope,
 -- from_subject, to_scope, to_subject), in EVENT_SCHEMA's order then `_id_us` and `_id_serial`
--- (what ids_generated's text is made of) and `_row`, the input row (what the overlap flag names).
+-- (what ids_generated's text is made of) and `_row`, the input row (what the overlap flag
+-- names). Defined after the pairs above: it calls their macros.
 CREATE OR REPLACE TEMP MACRO tm__bf_revisions(rows, from_scope, from_subject, to_scope, to_subject, absent,
                                               origin, ingested_at) AS TABLE
 WITH ranged AS (
@@ -174,8 +179,7 @@ SELECT r.* FROM _bf_rows AS r ANTI JOIN _bf_stored_facts AS s ON s.fact_id = r.f
 -- A late retraction (backfill_checks.sql) loads as its retraction: recorded then, and retracted.
 CREATE OR REPLACE TEMP VIEW _bf_onto_rows AS
 SELECT r.* REPLACE (tm__bf_late_recorded_at(r.recorded_at, r.retracted_at, l.__row) AS recorded_at,
-                    coalesce(r.superseded_at, CASE WHEN r.superseded_by IS NOT NULL THEN r.recorded_at END)
-                        AS superseded_at)
+                    tm__bf_superseded_at(r.superseded_at, r.superseded_by, r.recorded_at) AS superseded_at)
 FROM _bf_rows AS r SEMI JOIN _bf_stored_facts AS s ON s.fact_id = r.fact_id
 LEFT JOIN _bf_late_retractions AS l ON l.__row = r.__row AND l.recorded_at = r.recorded_at;
 

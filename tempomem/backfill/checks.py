@@ -217,7 +217,8 @@ class Loader:
             con.sql("SELECT _h FROM _bf_checked_rows WHERE _h IS NOT NULL").to_arrow_table()["_h"])}))
         for part in ("repeated", "merged", "candidates", "fact_rejects_table"):
             con.execute(_SQL[part])
-        stored = not resolve and con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
+        held = con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
+        stored = held and not resolve  # a replay finds the stored facts itself
         con.execute(_SQL["stored_matches"], {"stored": stored})
         for part in ("stored_repeats", "late_retractions", "stored_retractions"):
             con.execute(_SQL[part])
@@ -233,7 +234,6 @@ class Loader:
             for part in ("shared_facts", "between_rows", "fact_rejects"):
                 con.execute(_SQL[part])
         if resolve:
-            held = con.sql("SELECT count(*) FROM (SELECT 1 FROM _tm_events LIMIT 1)").fetchall()[0][0] > 0
             con.execute(_SQL["replayed_before_stored"], {"stored": held})
         con.execute(_SQL["rows"])
 
